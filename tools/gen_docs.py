@@ -1,0 +1,69 @@
+"""Generate the per-package pages of the docs site.
+
+For each ``packages/<dist>/README.md``: ``docs/packages/<dist>.md`` (front matter dropped; relative images
+copied next to the page, other relative links pointed at the repository) and ``docs/api/<dist>.rst``
+(autodoc of the package's public API, i.e. its ``__all__``). Both folders are rebuilt from scratch.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+REPO_URL = "https://github.com/icml25-methods/icml25-methods"
+LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def strip_front_matter(text: str) -> str:
+    return re.sub(r"\A---\n.*?\n---\n", "", text, count=1, flags=re.S)
+
+
+def rewrite_links(text: str, pkg: Path, assets: Path) -> str:
+    """Copy relative images into ``assets``; point other relative links at the repository."""
+
+    def fix(match: re.Match[str]) -> str:
+        bang, label, target = match.groups()
+        if re.match(r"^[a-z]+:|^#|^/", target):
+            return match.group(0)
+        source = (pkg / target).resolve()
+        if bang and source.is_file():
+            dest = assets / target
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, dest)
+            return f"{bang}[{label}]({assets.name}/{target})"
+        rel = source.relative_to(ROOT) if source.is_relative_to(ROOT) else Path(target)
+        return f"{bang}[{label}]({REPO_URL}/blob/main/{rel.as_posix()})"
+
+    return LINK.sub(fix, text)
+
+
+def api_page(dist: str) -> str:
+    name = dist.replace("-", "_")
+    title = f"{dist} API"
+    return (
+        f"{title}\n{'=' * len(title)}\n\n"
+        f".. automodule:: {name}\n   :members:\n   :imported-members:\n   :show-inheritance:\n"
+    )
+
+
+def main() -> int:
+    for sub in ("packages", "api"):
+        shutil.rmtree(DOCS / sub, ignore_errors=True)
+        (DOCS / sub).mkdir(parents=True)
+    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+        pkg = pyproject.parent
+        readme = strip_front_matter((pkg / "README.md").read_text(encoding="utf-8"))
+        assets = DOCS / "packages" / f"{pkg.name}_assets"
+        page = rewrite_links(readme, pkg, assets)
+        (DOCS / "packages" / f"{pkg.name}.md").write_text(page, encoding="utf-8")
+        (DOCS / "api" / f"{pkg.name}.rst").write_text(api_page(pkg.name), encoding="utf-8")
+        print(f"docs: {pkg.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

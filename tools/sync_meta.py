@@ -1,0 +1,91 @@
+"""Regenerate the files that list every package: the root README's package table and release-please's
+config + manifest (one component per package, tags ``<dist>-v<version>``).
+
+``python tools/sync_meta.py`` rewrites them; ``python tools/sync_meta.py --check`` exits 1 if any is stale
+(the ``lint`` session runs the check through tools/check_structure.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- packages:start -->", "<!-- packages:end -->"
+
+# The whole family (name, paper); a row is "planned" until packages/<dist>/ exists.
+FAMILY = [
+    ("sassha-optim", "SASSHA: sharpness-aware adaptive second-order optimizer"),
+    ("parq-optim", "PARQ: piecewise-affine regularized quantization (QAT)"),
+    ("fedgmt", "FedGMT: federated learning with global-model-trajectory sharpness (on Flower)"),
+    ("bpr-topk", "Decision-aware training of forecasters for top-K site selection (BPR)"),
+    ("phynfp", "PhyNFP: topology-aware, physics-guided flux prediction on directed graphs"),
+    ("curmgae", "Cur-MGAE: masked graph autoencoder with a structure-aware curriculum"),
+    ("tar-gnn", "TAR: topology-aware dynamic reweighting for graph distribution shift"),
+    ("sorbet-snn", "Sorbet: neuromorphic-hardware-compatible spiking language model"),
+    ("safer-dtr", "SAFER: calibrated risk-aware multimodal treatment recommendation"),
+    ("cft-calibration", "Restoring calibration of aligned LLMs (CFT / EM-ECE regularized RCFT)"),
+    ("rsd-skills", "RSD: regret-aware unsupervised skill discovery"),
+]
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+        project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+        out[pyproject.parent.name] = project["version"]
+    return out
+
+
+def package_table(found: dict[str, str]) -> str:
+    rows = ["| package (PyPI) | paper | status | CLI |", "|---|---|---|---|"]
+    for dist, paper in FAMILY:
+        if dist in found:
+            status = f"{found[dist]} — [README](packages/{dist}/README.md)"
+            rows.append(f"| `{dist}` | {paper} | {status} | `{dist} --help` |")
+        else:
+            rows.append(f"| `{dist}` | {paper} | planned | — |")
+    return "\n".join(rows)
+
+
+def rendered() -> dict[Path, str]:
+    found = versions()
+    readme_path = ROOT / "README.md"
+    readme = readme_path.read_text(encoding="utf-8")
+    block = f"{START}\n{package_table(found)}\n{END}"
+    readme = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, readme, flags=re.S)
+    config = {
+        "$schema": "https://raw.githubusercontent.com/googleapis/release-please/main/schemas/config.json",
+        "release-type": "python",
+        "include-component-in-tag": True,
+        "tag-separator": "-",
+        "separate-pull-requests": True,
+        "packages": {
+            f"packages/{d}": {"component": d, "package-name": d, "changelog-path": "CHANGELOG.md"}
+            for d in found
+        },
+    }
+    manifest = {f"packages/{d}": v for d, v in found.items()}
+    return {
+        readme_path: readme,
+        ROOT / "release-please-config.json": json.dumps(config, indent=2) + "\n",
+        ROOT / ".release-please-manifest.json": json.dumps(manifest, indent=2) + "\n",
+    }
+
+
+def main(argv: list[str]) -> int:
+    stale = [p for p, text in rendered().items() if p.read_text(encoding="utf-8") != text]
+    if "--check" in argv:
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is stale: run python tools/sync_meta.py")
+        return 1 if stale else 0
+    for path, text in rendered().items():
+        path.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
