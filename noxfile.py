@@ -10,14 +10,19 @@ package's ``torch>=2.2`` never pulls a multi-GB CUDA build:
 * ``ICML25_TORCH_INDEX_URL`` — an index to take it from (e.g. ``https://download.pytorch.org/whl/cpu`` on
   GitHub runners); unset means pip's configured indexes.
 
-Sessions: ``tests``, ``lint``, ``typecheck``, ``build``, ``demo``, ``bench`` (per package) and ``docs``.
+Sessions: ``tests``, ``lint``, ``typecheck``, ``build``, ``demo``, ``bench`` (per package), ``docs`` and
+``tools`` (the repository's own tooling and its tests).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from pathlib import Path
 
 import nox
@@ -28,7 +33,7 @@ TORCH = os.environ.get("ICML25_TORCH", "torch==2.13.0")
 TORCH_INDEX_URL = os.environ.get("ICML25_TORCH_INDEX_URL", "")
 JUNIT_DIR = os.environ.get("ICML25_JUNIT_DIR", "")
 
-nox.options.sessions = ["tests", "lint", "build"]
+nox.options.sessions = ["tools", "tests", "lint", "build"]
 nox.options.error_on_missing_interpreters = True
 
 
@@ -80,7 +85,7 @@ def tests(session: nox.Session, package: str) -> None:
 @parametrize_package
 def lint(session: nox.Session, package: str) -> None:
     """ruff (lint + format check) and the repository's structure check."""
-    session.install("ruff>=0.6")
+    session.install("ruff>=0.6", "tomli>=2; python_version < '3.11'")
     path = str(_pkg_dir(package))
     session.run("ruff", "check", path)
     session.run("ruff", "format", "--check", path)
@@ -142,6 +147,20 @@ def bench(session: nox.Session, package: str) -> None:
     _install_package(session, package, "bench", "cli", "test")
     session.chdir(_pkg_dir(package))
     session.run("python", "benchmarks/run.py", *session.posargs)
+
+
+@nox.session
+def tools(session: nox.Session) -> None:
+    """The repository's own tooling: ruff on tools/ and this file, the tools' tests, the structure check."""
+    session.install("ruff>=0.6", "pytest>=8", "tomli>=2; python_version < '3.11'")
+    targets = [str(ROOT / "tools"), str(ROOT / "noxfile.py"), str(ROOT / "docs" / "conf.py")]
+    session.run("ruff", "check", *targets)
+    session.run("ruff", "format", "--check", *targets)
+    args = ["pytest", str(ROOT / "tools" / "tests"), "-q", "-p", "no:cacheprovider"]
+    if JUNIT_DIR:
+        args.append(f"--junitxml={Path(JUNIT_DIR).resolve() / 'tools.xml'}")
+    session.run(*args)
+    session.run("python", str(ROOT / "tools" / "check_structure.py"))
 
 
 @nox.session

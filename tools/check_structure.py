@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +77,9 @@ def check_pyproject(pkg: Path, dist: str, import_name: str) -> list[str]:
     torch_deps = [d for d in deps if re.match(r"^torch\b(?![-_\w])", d)]
     if not torch_deps:
         problems.append(f"{path}: dependencies must include a torch lower bound (torch>=2.2)")
-    problems += [f"{path}: torch pinned or capped: {d!r}" for d in torch_deps if "==" in d or "<" in d]
+    problems += [
+        f"{path}: torch pinned or capped: {d!r}" for d in torch_deps if "==" in d or "<" in d
+    ]
     problems += [f"{path}: CUDA variant requested: {d!r}" for d in deps if "+cu" in d]
     script = project.get("scripts", {}).get(dist)
     if script != f"{import_name}.cli:main":
@@ -106,10 +112,14 @@ def check_package(pkg: Path) -> list[str]:
     init = (src / "__init__.py").read_text(encoding="utf-8")
     if "__all__" not in init or f'version("{dist}")' not in init:
         problems.append(f"{src / '__init__.py'}: needs __all__ and __version__ = version({dist!r})")
-    version = tomllib.loads((pkg / "pyproject.toml").read_text(encoding="utf-8"))["project"].get("version")
+    version = tomllib.loads((pkg / "pyproject.toml").read_text(encoding="utf-8"))["project"].get(
+        "version"
+    )
     entries = re.findall(r"^## \[?(\d+\.\d+\.\d+)", (pkg / "CHANGELOG.md").read_text("utf-8"), re.M)
     if not entries or entries[0] != version:
-        problems.append(f"{pkg / 'CHANGELOG.md'}: newest '## <version>' entry {entries[:1]} != {version!r}")
+        problems.append(
+            f"{pkg / 'CHANGELOG.md'}: newest '## <version>' entry {entries[:1]} != {version!r}"
+        )
     if not list((pkg / "tests").glob("test_*.py")):
         problems.append(f"{pkg / 'tests'}: no test_*.py files")
     return problems

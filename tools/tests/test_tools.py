@@ -1,0 +1,173 @@
+"""Tests of the dev-only repository tools (run by ``nox -s tools``)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOLS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TOOLS))
+
+import changed_packages  # noqa: E402
+import check_structure  # noqa: E402
+import ci_summary  # noqa: E402
+import gen_docs  # noqa: E402
+
+PACKAGES = ["bpr-topk", "sassha-optim"]
+
+README = """---
+title: t
+paper: p
+arxiv: "1"
+venue: ICML 2025
+tags: [a]
+dataset: [b]
+---
+# pkg
+
+One paragraph.
+
+## Install
+## Quickstart
+## CLI
+## What is implemented
+## Paper equations → code
+## Deviations
+## Datasets
+## Results
+<!-- results:start -->
+<!-- results:end -->
+## Citation
+```bibtex
+@inproceedings{x, title={t}}
+```
+"""
+
+PYPROJECT = """[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+[project]
+name = "good-pkg"
+version = "0.2.0"
+requires-python = ">=3.10"
+dependencies = ["torch>=2.2", "numpy"]
+[project.optional-dependencies]
+test = ["pytest"]
+[project.scripts]
+good-pkg = "good_pkg.cli:main"
+"""
+
+
+@pytest.mark.parametrize(
+    ("changed", "expected"),
+    [
+        (["packages/bpr-topk/src/bpr_topk/core.py"], ["bpr-topk"]),
+        (["packages/bpr-topk/README.md", "packages/sassha-optim/x.py"], PACKAGES),
+        (["noxfile.py"], PACKAGES),
+        (["tools/gen_docs.py"], PACKAGES),
+        ([".github/workflows/ci.yml"], PACKAGES),
+        (["docs/index.md"], []),
+        (["packages/removed-pkg/pyproject.toml"], []),
+        ([], []),
+    ],
+)
+def test_changed_packages_select(changed: list[str], expected: list[str]) -> None:
+    assert changed_packages.select(changed, PACKAGES) == expected
+
+
+def make_package(root: Path) -> Path:
+    pkg = root / "good-pkg"
+    src = pkg / "src" / "good_pkg"
+    src.mkdir(parents=True)
+    (pkg / "tests").mkdir()
+    (pkg / "benchmarks").mkdir()
+    (pkg / "pyproject.toml").write_text(PYPROJECT)
+    (pkg / "README.md").write_text(README)
+    (pkg / "CHANGELOG.md").write_text("# Changelog\n\n## 0.2.0 (2026-12-02)\n\n- x\n\n## 0.1.0\n")
+    (src / "__init__.py").write_text('__all__ = []\n__version__ = version("good-pkg")\n')
+    (src / "py.typed").write_text("")
+    (src / "cli.py").write_text("def main(): return 0\n")
+    (pkg / "tests" / "test_x.py").write_text("def test(): pass\n")
+    (pkg / "benchmarks" / "run.py").write_text("")
+    return pkg
+
+
+def test_check_structure_accepts_a_complete_package(tmp_path: Path) -> None:
+    assert check_structure.check_package(make_package(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda p: (p / "CHANGELOG.md").unlink(), "CHANGELOG.md: missing"),
+        (lambda p: (p / "src/good_pkg/py.typed").unlink(), "py.typed: missing"),
+        (lambda p: shutil.rmtree(p / "benchmarks"), "benchmarks: missing"),
+        (
+            lambda p: (p / "README.md").write_text(README.replace("## Deviations\n", "")),
+            "missing section '## Deviations'",
+        ),
+        (
+            lambda p: (p / "README.md").write_text(README.replace("venue: ICML 2025\n", "")),
+            "front matter lacks 'venue'",
+        ),
+        (
+            lambda p: (p / "README.md").write_text(README.split("---\n", 2)[2]),
+            "no front matter",
+        ),
+        (
+            lambda p: (p / "README.md").write_text(README.replace("<!-- results:end -->", "")),
+            "results table markers",
+        ),
+        (
+            lambda p: (p / "pyproject.toml").write_text(PYPROJECT.replace(">=2.2", "==2.2")),
+            "torch pinned",
+        ),
+        (
+            lambda p: (p / "pyproject.toml").write_text(PYPROJECT.replace('"0.2.0"', '"0.3.0"')),
+            "newest '## <version>' entry",
+        ),
+        (
+            lambda p: (p / "pyproject.toml").write_text(PYPROJECT.replace("good_pkg.cli", "x.cli")),
+            "[project.scripts]",
+        ),
+        (
+            lambda p: (p / "pyproject.toml").write_text(PYPROJECT.replace('test = ["pytest"]', "")),
+            "no [test] extra",
+        ),
+    ],
+)
+def test_check_structure_names_each_problem(tmp_path: Path, mutate, message: str) -> None:
+    pkg = make_package(tmp_path)
+    mutate(pkg)
+    problems = check_structure.check_package(pkg)
+    assert any(message in p for p in problems), problems
+
+
+def test_ci_summary_sums_reports_and_flags_missing(tmp_path: Path, capsys) -> None:
+    (tmp_path / "a.xml").write_text(
+        '<testsuites><testsuite tests="5" failures="0" errors="0" skipped="1"/></testsuites>'
+    )
+    (tmp_path / "b.xml").write_text('<testsuite tests="3" failures="1" errors="1" skipped="0"/>')
+    assert ci_summary.counts(tmp_path / "b.xml") == (1, 2, 0)
+    assert ci_summary.main([str(tmp_path), "a", "b"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == "5 passed, 2 failed, 1 skipped"
+    (tmp_path / "b.xml").unlink()
+    assert ci_summary.main([str(tmp_path), "a"]) == 0
+    assert ci_summary.main([str(tmp_path), "a", "b"]) == 1
+
+
+def test_gen_docs_rewrites_relative_links(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "benchmarks" / "results").mkdir(parents=True)
+    (pkg / "benchmarks" / "results" / "plot.png").write_bytes(b"png")
+    assets = tmp_path / "docs" / "pkg_assets"
+    text = "![acc](benchmarks/results/plot.png) [run](benchmarks/run.py) [web](https://x.org)"
+    out = gen_docs.rewrite_links(text, pkg, assets)
+    assert "![acc](pkg_assets/benchmarks/results/plot.png)" in out
+    assert (assets / "benchmarks" / "results" / "plot.png").read_bytes() == b"png"
+    assert f"[run]({gen_docs.REPO_URL}/blob/main/benchmarks/run.py)" in out
+    assert "[web](https://x.org)" in out
+    assert gen_docs.strip_front_matter(README).startswith("# pkg")
