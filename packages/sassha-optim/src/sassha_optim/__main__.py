@@ -1,0 +1,7 @@
+"""``python -m sassha_optim`` = the ``sassha-optim`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

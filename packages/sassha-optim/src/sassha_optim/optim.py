@@ -1,0 +1,761 @@
+"""Sassha: Sharpness-aware Adaptive Second-order optimization with Stable Hessian Approximation.
+
+Shin, Lee, Chung & Lee, ICML 2025 (arXiv:2502.18153). Written from the equations of the package
+specification (section 3.1); equation numbers in the comments refer to the steps of that section:
+
+1. ``g_t = ∇L_B(w_t)``                                     (first backward, no graph)
+2. ``ε_t = ρ g_t / (‖g_t‖₂ + perturb_eps)``                 (:meth:`Sassha.perturb_weights`)
+3. ``g̃_t = ∇L_B(w_t + ε_t)``                               (second backward, graph only on refresh)
+4. ``Ĥ = (1/n) Σ_j z_j ⊙ ∇²L_B · z_j`` every ``k`` steps,    (:func:`hutchinson_diagonal`)
+   ``D ← β2 D + (1 − β2) |Ĥ|``
+5. ``w_t = w̃ − ε_t``                                       (restore)
+6. ``m ← β1 m + (1 − β1) g̃_t``,  ``m̂ = m / (1 − β1^s)``
+7. ``D̂ = D / c2``                                          (``bias_correction``)
+8. ``w ← w (1 − ηλ) − η m̂ / (D̂^α + eps)``
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+__all__ = [
+    "NonFiniteError",
+    "Sassha",
+    "disable_running_stats",
+    "enable_running_stats",
+    "hutchinson_diagonal",
+    "rademacher_like",
+]
+
+HessianPower = float | Callable[[int], float]
+
+_GROUP_KEYS = ("lr", "betas", "weight_decay", "rho", "eps", "perturb_eps", "hessian_power")
+_GLOBAL_KEYS = (
+    "lazy_hessian",
+    "n_samples",
+    "bias_correction",
+    "hvp_point",
+    "seed",
+    "distributed",
+    "grad_reduce",
+    "sync_perturbation_grad",
+    "keep_hessian",
+    "max_grad_norm",
+    "nonfinite",
+)
+_BIAS_CORRECTIONS = ("refresh", "step", "none")
+_HVP_POINTS = ("perturbed", "reference")
+_GRAD_REDUCES = ("mean", "sum")
+_NONFINITE = ("raise", "skip")
+_NO_GRAPH = (
+    "Sassha: Hessian refresh due at step {t} but gradients have no graph; "
+    "call loss.backward(create_graph=optimizer.create_graph)"
+)
+
+
+class NonFiniteError(FloatingPointError):
+    """Raised when a loss, gradient or Hessian estimate is NaN/Inf (``nonfinite="raise"``)."""
+
+
+def _check(cond: bool, name: str, value: Any, accepted: str) -> None:
+    if not cond:
+        raise ValueError(f"Invalid {name}: {value!r} (expected {accepted})")
+
+
+def _validate_group_values(values: dict[str, Any]) -> None:
+    """Check the per-group hyperparameters present in ``values`` (torch.optim style messages)."""
+    if "lr" in values:
+        lr = values["lr"]
+        if isinstance(lr, Tensor):
+            lr = float(lr)
+        _check(isinstance(lr, int | float) and lr >= 0.0, "lr", values["lr"], "a float >= 0")
+    if "betas" in values:
+        betas = values["betas"]
+        _check(
+            isinstance(betas, Sequence) and len(betas) == 2,
+            "betas",
+            betas,
+            "a pair (beta1, beta2)",
+        )
+        for i, b in enumerate(betas):
+            _check(0.0 <= b < 1.0, f"beta parameter at index {i} (betas)", b, "0 <= beta < 1")
+    for key in ("weight_decay", "rho", "eps", "perturb_eps"):
+        if key in values:
+            _check(values[key] >= 0.0, key, values[key], "a float >= 0")
+    if "hessian_power" in values:
+        alpha = values["hessian_power"]
+        if not callable(alpha):
+            _check(
+                isinstance(alpha, int | float) and alpha >= 0.0,
+                "hessian_power",
+                alpha,
+                "a float >= 0 or a callable step -> float",
+            )
+    if values.get("adaptive") not in (None, True, False):
+        raise ValueError(f"Invalid adaptive: {values['adaptive']!r} (expected True or False)")
+
+
+def rademacher_like(p: Tensor, generator: torch.Generator) -> Tensor:
+    """Probe with i.i.d. entries ±1 (probability ½ each), same shape/dtype/device as ``p``.
+
+    ``randint(0, 2)`` draws {0, 1} (upper bound exclusive), mapped to {−1, +1}; this avoids the
+    all −1 probe bug of drawing from ``randint(-1, 1)`` (spec §4, S15).
+    """
+    z = torch.randint(0, 2, p.shape, generator=generator, device=p.device, dtype=p.dtype)
+    return z.mul_(2).sub_(1)
+
+
+def hutchinson_diagonal(
+    grads: Sequence[Tensor | None],
+    params: Sequence[Tensor],
+    probes: Callable[[], list[Tensor]],
+    n_samples: int = 1,
+) -> tuple[list[Tensor], bool]:
+    """Hutchinson estimate ``Ĥ = (1/n) Σ_j z_j ⊙ (∇² L · z_j)`` of diag ∇²L (spec §3.1, step 4).
+
+    ``grads`` are gradients built with ``create_graph=True`` (``None`` or graph-free entries are
+    left out of the differentiated outputs and get ``Ĥ = 0``); ``probes()`` returns one fresh
+    Rademacher probe per parameter. Returns the estimates and whether some gradient lacked a graph.
+    """
+    with_graph = [i for i, g in enumerate(grads) if g is not None and g.requires_grad]
+    outputs = [grads[i] for i in with_graph]
+    estimate = [torch.zeros_like(p) for p in params]
+    for j in range(n_samples):
+        z = probes()
+        hz = torch.autograd.grad(
+            outputs,
+            list(params),
+            grad_outputs=[z[i] for i in with_graph],
+            retain_graph=j < n_samples - 1,
+            allow_unused=True,
+        )
+        for est, z_i, hz_i in zip(estimate, z, hz):
+            if hz_i is not None:
+                est.addcmul_(z_i, hz_i)
+    if n_samples > 1:
+        torch._foreach_div_(estimate, float(n_samples))
+    return estimate, len(with_graph) < len(params)
+
+
+def _coalesced_all_reduce(tensors: list[Tensor], mean: bool) -> None:
+    """All-reduce ``tensors`` in place, one flat buffer per (device, dtype) (spec §3.5)."""
+    import torch.distributed as dist
+
+    world = dist.get_world_size()
+    buckets: dict[tuple[torch.device, torch.dtype], list[Tensor]] = {}
+    for t in tensors:
+        buckets.setdefault((t.device, t.dtype), []).append(t)
+    for bucket in buckets.values():
+        flat = torch.cat([t.reshape(-1) for t in bucket])
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+        if mean:
+            flat.div_(world)
+        offset = 0
+        for t in bucket:
+            n = t.numel()
+            t.copy_(flat[offset : offset + n].view_as(t))
+            offset += n
+
+
+class Sassha(Optimizer):
+    r"""Sassha optimizer (drop-in :class:`torch.optim.Optimizer`).
+
+    Per step (spec §3.1): gradient at ``w``; SAM perturbation ``ε = ρ g/‖g‖``; gradient ``g̃`` at
+    ``w + ε``; every ``lazy_hessian`` steps a Hutchinson estimate ``Ĥ`` of the Hessian diagonal at
+    the perturbed point, stabilised as ``D ← β2 D + (1 − β2)|Ĥ|``; then the Adam-like update
+    ``w ← w(1 − ηλ) − η m̂ / (D̂^α + eps)`` with ``α = hessian_power`` (paper: ½).
+
+    Closure API (the closure runs forward + backward, calls
+    ``loss.backward(create_graph=opt.create_graph)`` and returns the loss)::
+
+        loss = opt.step(closure)
+
+    Explicit loop::
+
+        loss_fn(model(x), y).backward()
+        opt.perturb_weights()
+        loss_fn(model(x), y).backward(create_graph=opt.create_graph)
+        opt.step()
+        opt.zero_grad()
+
+    Args:
+        params: iterable of parameters or param groups.
+        lr: learning rate η (default: 0.15).
+        betas: (β1, β2) of the first moment and of the Hessian EMA (default: (0.9, 0.999)).
+        weight_decay: decoupled weight decay λ, applied as ``w ← w(1 − ηλ)`` (default: 0).
+            The official trainers pass ``wd/lr``; to reproduce their configs use ``wd/lr`` here.
+        rho: SAM radius ρ; 0 disables the perturbation (one backward per step) (default: 0.2).
+        lazy_hessian: refresh interval k of the Hessian estimate (default: 10).
+        n_samples: Rademacher probes per refresh (default: 1).
+        hessian_power: exponent α (float ≥ 0 or callable ``f(step) -> float``) (default: 0.5).
+        eps: added to ``D̂^α`` in the denominator (default: 1e-4).
+        perturb_eps: added to the gradient norm in ε (default: 1e-12).
+        adaptive: ASAM-style perturbation ``ε = ρ w²⊙g / ‖|w|⊙g‖`` (experimental) (default: False).
+        bias_correction: ``"refresh"`` divides D by ``1 − β2^{n_ref}`` (number of refreshes,
+            default), ``"step"`` by ``1 − β2^{t_ref}`` (official code), ``"none"`` not at all.
+        hvp_point: ``"perturbed"`` (HVP at ``w + ε``, paper, default) or ``"reference"`` (official
+            code: weights restored through ``.data`` before the HVP).
+        keep_hessian: keep the last ``|Ĥ|`` in the state (``hessian(p)``) (default: True).
+        max_grad_norm: optional global clipping of ``g̃`` after the HVP (default: None).
+        distributed: ``"auto"`` all-reduces ``g̃`` and ``Ĥ`` when a process group with world size
+            > 1 is initialised; ``True``/``False`` force it (default: "auto").
+        grad_reduce: ``"mean"`` or ``"sum"`` for those all-reduces (default: "mean").
+        sync_perturbation_grad: also all-reduce the first-pass gradient before computing ε
+            (default: False, per-worker perturbations as in the official code).
+        seed: seed of the per-device probe generators (same on every rank) (default: 0).
+        foreach: use ``torch._foreach_*`` kernels; None = only when all parameters are on CUDA.
+        nonfinite: ``"raise"`` (default) raises :class:`NonFiniteError` on a NaN/Inf loss,
+            gradient or Hessian estimate; ``"skip"`` restores ``w``, leaves the state untouched and
+            counts the step in :attr:`skipped_steps`. Either way the state is never corrupted.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 0.15,
+        betas: tuple[float, float] = (0.9, 0.999),
+        weight_decay: float = 0.0,
+        rho: float = 0.2,
+        lazy_hessian: int = 10,
+        n_samples: int = 1,
+        hessian_power: HessianPower = 0.5,
+        eps: float = 1e-4,
+        perturb_eps: float = 1e-12,
+        adaptive: bool = False,
+        bias_correction: str = "refresh",
+        hvp_point: str = "perturbed",
+        keep_hessian: bool = True,
+        max_grad_norm: float | None = None,
+        distributed: bool | str = "auto",
+        grad_reduce: str = "mean",
+        sync_perturbation_grad: bool = False,
+        seed: int = 0,
+        foreach: bool | None = None,
+        nonfinite: str = "raise",
+    ) -> None:
+        _validate_group_values(
+            {
+                "lr": lr,
+                "betas": betas,
+                "weight_decay": weight_decay,
+                "rho": rho,
+                "eps": eps,
+                "perturb_eps": perturb_eps,
+                "hessian_power": hessian_power,
+                "adaptive": adaptive,
+            }
+        )
+        _check(
+            isinstance(lazy_hessian, int)
+            and not isinstance(lazy_hessian, bool)
+            and lazy_hessian >= 1,
+            "lazy_hessian",
+            lazy_hessian,
+            "an integer >= 1",
+        )
+        _check(
+            isinstance(n_samples, int) and not isinstance(n_samples, bool) and n_samples >= 1,
+            "n_samples",
+            n_samples,
+            "an integer >= 1",
+        )
+        _check(bias_correction in _BIAS_CORRECTIONS, "bias_correction", bias_correction,
+               f"one of {_BIAS_CORRECTIONS}")  # fmt: skip
+        _check(hvp_point in _HVP_POINTS, "hvp_point", hvp_point, f"one of {_HVP_POINTS}")
+        _check(grad_reduce in _GRAD_REDUCES, "grad_reduce", grad_reduce, f"one of {_GRAD_REDUCES}")
+        _check(nonfinite in _NONFINITE, "nonfinite", nonfinite, f"one of {_NONFINITE}")
+        _check(distributed in ("auto", True, False), "distributed", distributed,
+               "'auto', True or False")  # fmt: skip
+        _check(
+            max_grad_norm is None or max_grad_norm > 0,
+            "max_grad_norm",
+            max_grad_norm,
+            "None or a float > 0",
+        )
+        _check(isinstance(seed, int), "seed", seed, "an integer")
+        self.options: dict[str, Any] = {
+            "lazy_hessian": lazy_hessian,
+            "n_samples": n_samples,
+            "bias_correction": bias_correction,
+            "hvp_point": hvp_point,
+            "seed": seed,
+            "distributed": distributed,
+            "grad_reduce": grad_reduce,
+            "sync_perturbation_grad": sync_perturbation_grad,
+            "keep_hessian": keep_hessian,
+            "max_grad_norm": max_grad_norm,
+            "nonfinite": nonfinite,
+        }
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "weight_decay": weight_decay,
+            "rho": rho,
+            "eps": eps,
+            "perturb_eps": perturb_eps,
+            "hessian_power": hessian_power,
+            "adaptive": adaptive,
+            "foreach": foreach,
+        }
+        self._global_step = 0
+        self._hvp_calls = 0
+        self.skipped_steps = 0
+        self._generators: dict[str, torch.Generator] = {}
+        self._perturbation: dict[Tensor, Tensor] = {}
+        self._perturbed = False
+        self._pending_hessian: dict[Tensor, Tensor] | None = None
+        self._skip_pending = False
+        self._warned_partial_graph = False
+        super().__init__(params, defaults)
+
+    # ------------------------------------------------------------------ setup / properties
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        bad = [k for k in param_group if k in _GLOBAL_KEYS]
+        if bad:
+            raise ValueError(
+                f"Invalid param group key(s) {bad}: these options are optimizer-wide; "
+                "pass them to the Sassha constructor"
+            )
+        _validate_group_values(param_group)
+        params = param_group["params"]
+        for p in [params] if isinstance(params, Tensor) else list(params):
+            if isinstance(p, Tensor) and p.is_complex():
+                raise ValueError("Sassha does not support complex parameters")
+            if type(p).__name__ == "DTensor":
+                raise NotImplementedError("Sassha does not support FSDP/DTensor parameters (v1)")
+        super().add_param_group(param_group)
+
+    @property
+    def global_step(self) -> int:
+        """Number of completed steps; the current step is ``t = global_step + 1``."""
+        return self._global_step
+
+    @property
+    def hvp_calls(self) -> int:
+        """Total Hessian-vector products computed (``n_samples`` per refresh)."""
+        return self._hvp_calls
+
+    @property
+    def hessian_due(self) -> bool:
+        """Whether this step refreshes the Hessian: ``(t − 1) mod k == 0`` (spec §3.1, step 4)."""
+        return self._global_step % self.options["lazy_hessian"] == 0
+
+    @property
+    def is_perturbed(self) -> bool:
+        """Whether the weights currently hold ``w + ε``."""
+        return self._perturbed
+
+    @property
+    def create_graph(self) -> bool:
+        """Whether the backward the user is about to run must use ``create_graph=True``."""
+        return self.hessian_due and (self._perturbed or not self._any_rho())
+
+    def _any_rho(self) -> bool:
+        return any(g["rho"] > 0 for g in self.param_groups)
+
+    def _params_with_grad(self) -> list[Tensor]:
+        out = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    if p.grad.is_sparse:
+                        raise RuntimeError("Sassha does not support sparse gradients")
+                    out.append(p)
+        return out
+
+    def _distributed(self) -> tuple[bool, bool]:
+        mode = self.options["distributed"]
+        if mode is False:
+            return False, False
+        import torch.distributed as dist
+
+        on = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        if mode is True and not on:
+            raise RuntimeError("Sassha(distributed=True) needs an initialised process group")
+        return on, self.options["grad_reduce"] == "mean"
+
+    def _generator(self, device: torch.device) -> torch.Generator:
+        key = str(device)
+        if key not in self._generators:
+            gen = torch.Generator(device=device)
+            gen.manual_seed(self.options["seed"])
+            self._generators[key] = gen
+        return self._generators[key]
+
+    def hessian(self, p: Tensor) -> Tensor | None:
+        """Last ``|Ĥ|`` for parameter ``p`` (None before the first refresh or if not kept)."""
+        return self.state.get(p, {}).get("hessian")
+
+    def _nonfinite(self, what: str) -> bool:
+        """Handle a non-finite value: raise, or mark the step as skipped (returns True)."""
+        if self.options["nonfinite"] == "raise":
+            raise NonFiniteError(
+                f"Sassha: non-finite {what} at step {self._global_step + 1}; the weights were "
+                "restored and the optimizer state is unchanged (nonfinite='skip' skips such steps)"
+            )
+        return True
+
+    # ------------------------------------------------------------------ perturbation
+    @torch.no_grad()
+    def perturb_weights(self, zero_grad: bool = True) -> None:
+        """Move to ``w̃ = w + ε`` with ``ε = ρ g/(‖g‖₂ + perturb_eps)`` (spec §3.1, step 2).
+
+        The norm is global over all parameters with a gradient; ``adaptive`` groups use
+        ``ε = ρ w²⊙g / (‖|w|⊙g‖₂ + perturb_eps)``. Clears the gradients when ``zero_grad``.
+        """
+        if self._perturbed:
+            raise RuntimeError("Sassha: perturb_weights() called twice without step()/unperturb()")
+        params = self._params_with_grad()
+        if not params:
+            raise RuntimeError("Sassha: perturb_weights() needs gradients; call backward() first")
+        grads = [p.grad for p in params]
+        on, mean = self._distributed()
+        if on and self.options["sync_perturbation_grad"]:
+            grads = [g.detach().clone() for g in grads]
+            _coalesced_all_reduce(grads, mean)
+        adaptive = {p: g["adaptive"] for g in self.param_groups for p in g["params"]}
+        scaled = [g * p.abs() if adaptive[p] else g for p, g in zip(params, grads)]
+        norms = torch._foreach_norm(scaled)
+        norm = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
+        if not math.isfinite(float(norm)):
+            self._skip_pending = self._nonfinite("first-pass gradient norm")
+        self._perturbation = {}
+        by_param = {p: i for i, p in enumerate(params)}
+        if not self._skip_pending:
+            for group in self.param_groups:
+                if group["rho"] == 0:
+                    continue
+                for p in group["params"]:
+                    if p not in by_param:
+                        continue
+                    g = grads[by_param[p]]
+                    scale = group["rho"] / (float(norm) + group["perturb_eps"])
+                    e = g * p * p * scale if group["adaptive"] else g * scale
+                    p.add_(e)
+                    self._perturbation[p] = e
+        self._perturbed = True
+        if zero_grad:
+            self.zero_grad(set_to_none=True)
+
+    perturb = perturb_weights
+
+    def _restore(self) -> None:
+        """``w = w̃ − ε`` (step 5); through ``.data`` in ``hvp_point="reference"`` mode."""
+        reference = self.options["hvp_point"] == "reference"
+        with torch.no_grad():
+            for p, e in self._perturbation.items():
+                (p.data if reference else p).sub_(e)
+        self._perturbation = {}
+        self._perturbed = False
+
+    def unperturb(self) -> None:
+        """Restore ``w`` (no-op if not perturbed). In ``"perturbed"`` mode the due HVP is computed
+        first, so calling this before :meth:`step` or not gives identical results."""
+        if not self._perturbed:
+            return
+        if self.options["hvp_point"] == "perturbed" and self.hessian_due and not self._skip_pending:
+            self._compute_hessian()
+        self._restore()
+
+    # ------------------------------------------------------------------ Hessian
+    def _compute_hessian(self) -> None:
+        params = self._params_with_grad()
+        if not any(p.grad.requires_grad for p in params):
+            self._restore_if_perturbed()
+            raise RuntimeError(_NO_GRAPH.format(t=self._global_step + 1))
+
+        def probes() -> list[Tensor]:
+            return [rademacher_like(p, self._generator(p.device)) for p in params]
+
+        estimate, partial = hutchinson_diagonal(
+            [p.grad for p in params], params, probes, self.options["n_samples"]
+        )
+        if partial and not self._warned_partial_graph:
+            warnings.warn(
+                "Sassha: some gradients carry no graph; their Hessian estimate is 0",
+                stacklevel=3,
+            )
+            self._warned_partial_graph = True
+        self._hvp_calls += self.options["n_samples"]
+        on, mean = self._distributed()
+        if on:  # average the signed estimate across ranks before |.| (spec §3.5)
+            _coalesced_all_reduce(estimate, mean)
+        self._pending_hessian = dict(zip(params, estimate))
+
+    def _restore_if_perturbed(self) -> None:
+        if self._perturbed:
+            self._restore()
+
+    # ------------------------------------------------------------------ step
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
+        """One Sassha step. With a ``closure``, runs the whole two-pass cycle; without, finishes
+        the explicit loop (HVP if due, restore ``w``, update). Returns the first-pass loss."""
+        loss = None
+        if closure is not None:
+            loss = self._run_closure(closure)
+        try:
+            refresh = self.hessian_due
+            if refresh and self._pending_hessian is None and not self._skip_pending:
+                if self.options["hvp_point"] == "reference":
+                    self._restore_if_perturbed()
+                self._compute_hessian()
+            self._restore_if_perturbed()
+            params = self._params_with_grad()
+            for p in params:  # free the double-backward graph (no create_graph reference cycle)
+                p.grad = p.grad.detach()
+            if self._skip_pending:
+                return self._skip(loss)
+            hessian = self._pending_hessian if refresh else None
+            grads = [p.grad for p in params]
+            on, mean = self._distributed()
+            if on:
+                _coalesced_all_reduce(grads, mean)
+            if not self._all_finite(grads) and self._nonfinite("gradient"):
+                return self._skip(loss)
+            if hessian is not None and not self._all_finite(list(hessian.values())):
+                if self._nonfinite("Hessian estimate"):
+                    return self._skip(loss)
+            if self.options["max_grad_norm"] is not None and grads:
+                torch.nn.utils.clip_grad_norm_(params, self.options["max_grad_norm"])
+            self._update(hessian)
+            self._global_step += 1
+        finally:
+            self._pending_hessian = None
+            self._skip_pending = False
+            self._restore_if_perturbed()
+        return loss
+
+    def _skip(self, loss: Tensor | None) -> Tensor | None:
+        self.skipped_steps += 1
+        self.zero_grad(set_to_none=True)
+        return loss
+
+    @staticmethod
+    def _all_finite(tensors: list[Tensor]) -> bool:
+        if not tensors:
+            return True
+        norms = torch._foreach_norm(tensors)
+        return bool(torch.isfinite(torch.stack([n.to(norms[0].device) for n in norms])).all())
+
+    def _run_closure(self, closure: Callable[[], Tensor]) -> Tensor | None:
+        if self._perturbed:
+            raise RuntimeError("Sassha: step(closure) called while perturbed; call unperturb()")
+        self.zero_grad(set_to_none=True)
+        with torch.enable_grad():
+            loss = closure()
+        if loss is not None and not bool(torch.isfinite(torch.as_tensor(loss)).all()):
+            self._skip_pending = self._nonfinite("loss")
+            return loss
+        if not self._params_with_grad():
+            raise RuntimeError("closure did not produce gradients")
+        if self._any_rho():
+            self.perturb_weights(zero_grad=True)
+            if self._skip_pending:
+                return loss
+            with torch.enable_grad():
+                second = closure()
+            if second is not None and not bool(torch.isfinite(torch.as_tensor(second)).all()):
+                self._skip_pending = self._nonfinite("loss at the perturbed point")
+            if not self._params_with_grad():
+                self._restore()
+                raise RuntimeError("closure did not produce gradients")
+        return loss
+
+    @torch.no_grad()
+    def _update(self, hessian: dict[Tensor, Tensor] | None) -> None:
+        """Steps 4 (EMA of |Ĥ|), 6, 7 and 8 for every parameter with a gradient."""
+        t = self._global_step + 1
+        mode = self.options["bias_correction"]
+        alphas = []  # α_t of every group, validated before any state changes
+        for group in self.param_groups:
+            alpha = group["hessian_power"]
+            alpha = float(alpha(t)) if callable(alpha) else float(alpha)
+            _validate_group_values({"hessian_power": alpha})
+            alphas.append(alpha)
+        for group, alpha in zip(self.param_groups, alphas):
+            group["_hessian_power_value"] = alpha
+            beta1, beta2 = group["betas"]
+            buckets: dict[tuple[torch.device, torch.dtype], dict[str, list[Any]]] = {}
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if len(state) == 0:  # lazy state initialisation
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_hessian_diag"] = torch.zeros_like(p)
+                    state["hessian_refreshes"] = 0
+                    state["last_refresh_step"] = 0
+                    if mode == "step":
+                        state["bias_correction2"] = 1.0
+                state["step"] += 1
+                h_abs = None
+                if hessian is not None:
+                    h_abs = hessian[p].abs_()
+                    state["hessian_refreshes"] += 1
+                    state["last_refresh_step"] = state["step"]
+                    if mode == "step":  # stored as in the official code (spec §3.4)
+                        state["bias_correction2"] = (1 - beta2 ** state["step"]) ** alpha
+                    if self.options["keep_hessian"]:
+                        state["hessian"] = h_abs
+                if mode == "refresh":
+                    n_ref = state["hessian_refreshes"]
+                    bc2 = (1 - beta2**n_ref) ** alpha if n_ref > 0 else 1.0
+                elif mode == "step":
+                    bc2 = state["bias_correction2"]
+                else:
+                    bc2 = 1.0
+                b = buckets.setdefault(
+                    (p.device, p.dtype),
+                    {"p": [], "g": [], "m": [], "d": [], "h": [], "bc1": [], "bc2": [], "go": []},
+                )
+                b["p"].append(p)
+                b["g"].append(p.grad)
+                b["m"].append(state["exp_avg"])
+                b["d"].append(state["exp_hessian_diag"])
+                b["h"].append(h_abs)
+                b["bc1"].append(1 - beta1 ** state["step"])
+                b["bc2"].append(bc2)
+                # A parameter never refreshed has D = 0: it waits for its first refresh.
+                b["go"].append(state["hessian_refreshes"] > 0)
+            foreach = group["foreach"]
+            if foreach is None:
+                foreach = all(p.is_cuda for p in group["params"])
+            kernel = _multi_tensor_update if foreach else _single_tensor_update
+            for b in buckets.values():
+                kernel(
+                    b,
+                    lr=float(group["lr"]),
+                    beta1=beta1,
+                    beta2=beta2,
+                    weight_decay=group["weight_decay"],
+                    alpha=float(alpha),
+                    eps=group["eps"],
+                )
+
+    # ------------------------------------------------------------------ state dict
+    def state_dict(self) -> dict[str, Any]:
+        sd = super().state_dict()
+        for group in sd["param_groups"]:  # a callable α is not picklable: store its last value
+            if callable(group.get("hessian_power")):
+                group["hessian_power"] = group.get("_hessian_power_value", 0.0)
+        sd["sassha"] = {
+            "global_step": self._global_step,
+            "hvp_calls": self._hvp_calls,
+            "skipped_steps": self.skipped_steps,
+            "generators": {k: g.get_state() for k, g in self._generators.items()},
+            "options": dict(self.options),
+        }
+        return sd
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        extra = state_dict.pop("sassha", None)
+        callables = [g["hessian_power"] for g in self.param_groups]
+        super().load_state_dict(state_dict)
+        for group, alpha in zip(self.param_groups, callables):
+            if callable(alpha):
+                group["hessian_power"] = alpha
+        self._generators = {}
+        if extra is None:
+            steps = [s.get("step", 0) for s in self.state.values()]
+            refreshes = [s.get("hessian_refreshes", 0) for s in self.state.values()]
+            self._global_step = int(max(steps, default=0))
+            self._hvp_calls = int(max(refreshes, default=0)) * self.options["n_samples"]
+            return
+        self._global_step = int(extra["global_step"])
+        self._hvp_calls = int(extra["hvp_calls"])
+        self.skipped_steps = int(extra.get("skipped_steps", 0))
+        for device, gen_state in extra.get("generators", {}).items():
+            self._generator(torch.device(device)).set_state(gen_state)
+        diff = {
+            k: (v, self.options.get(k))
+            for k, v in extra.get("options", {}).items()
+            if self.options.get(k) != v
+        }
+        if diff:
+            warnings.warn(
+                f"Sassha.load_state_dict: optimizer-wide options differ (saved, current): {diff}",
+                stacklevel=2,
+            )
+
+
+def _single_tensor_update(
+    b: dict[str, list[Any]],
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    weight_decay: float,
+    alpha: float,
+    eps: float,
+) -> None:
+    """Readable reference loop: steps 4 (EMA), 6, 7, 8 of spec §3.1 for one (device, dtype)."""
+    for p, g, m, d, h, bc1, bc2, go in zip(
+        b["p"], b["g"], b["m"], b["d"], b["h"], b["bc1"], b["bc2"], b["go"]
+    ):
+        if h is not None:
+            d.mul_(beta2).add_(h, alpha=1 - beta2)  # D ← β2 D + (1 − β2)|Ĥ|
+        m.mul_(beta1).add_(g, alpha=1 - beta1)  # m ← β1 m + (1 − β1) g̃
+        if not go:
+            continue
+        if weight_decay != 0:
+            p.mul_(1 - lr * weight_decay)  # decoupled weight decay
+        denom = d.pow(alpha).div_(bc2).add_(eps)  # D̂^α + eps, D̂^α = D^α / c2^α
+        p.addcdiv_(m, denom, value=-lr / bc1)  # w ← w − η m̂ / (D̂^α + eps)
+
+
+def _multi_tensor_update(
+    b: dict[str, list[Any]],
+    *,
+    lr: float,
+    beta1: float,
+    beta2: float,
+    weight_decay: float,
+    alpha: float,
+    eps: float,
+) -> None:
+    """``torch._foreach_*`` version of :func:`_single_tensor_update` (same arithmetic)."""
+    refreshed = [i for i, h in enumerate(b["h"]) if h is not None]
+    if refreshed:
+        d_ref = [b["d"][i] for i in refreshed]
+        torch._foreach_mul_(d_ref, beta2)
+        torch._foreach_add_(d_ref, [b["h"][i] for i in refreshed], alpha=1 - beta2)
+    torch._foreach_mul_(b["m"], beta1)
+    torch._foreach_add_(b["m"], b["g"], alpha=1 - beta1)
+    idx = [i for i, go in enumerate(b["go"]) if go]
+    if not idx:
+        return
+    params = [b["p"][i] for i in idx]
+    if weight_decay != 0:
+        torch._foreach_mul_(params, 1 - lr * weight_decay)
+    denom = torch._foreach_pow([b["d"][i] for i in idx], alpha)
+    torch._foreach_div_(denom, [float(b["bc2"][i]) for i in idx])
+    torch._foreach_add_(denom, eps)
+    steps = [-lr / b["bc1"][i] for i in idx]
+    torch._foreach_addcdiv_(params, [b["m"][i] for i in idx], denom, steps)
+
+
+def disable_running_stats(model: torch.nn.Module) -> None:
+    """Freeze BatchNorm running statistics (momentum 0) for the perturbed forward pass."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module._sassha_momentum = module.momentum  # type: ignore[assignment]
+            module.momentum = 0.0
+
+
+def enable_running_stats(model: torch.nn.Module) -> None:
+    """Undo :func:`disable_running_stats`."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and hasattr(
+            module, "_sassha_momentum"
+        ):
+            module.momentum = module._sassha_momentum  # type: ignore[assignment]
+            del module._sassha_momentum
