@@ -1,0 +1,28 @@
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+
+def data_root() -> Path:
+    return Path(
+        os.environ.get(
+            "ICML25_DATA", Path(__file__).resolve().parents[3].parent / "shared" / "data"
+        )
+    )
+
+
+@pytest.fixture
+def mnist_dir() -> Path:
+    path = Path(os.environ.get("SASSHA_OPTIM_DATA_DIR", data_root() / "mnist" / "raw"))
+    if not path.exists():
+        pytest.skip(f"MNIST IDX files not found at {path}")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_threads():
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    yield
