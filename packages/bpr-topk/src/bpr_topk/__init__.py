@@ -1,0 +1,65 @@
+"""bpr-topk: decision-aware training of probabilistic count forecasters for top-K selection.
+
+Heuton et al., "Decision-aware Training of Spatiotemporal Forecasting Models to Select a Top-K
+Subset of Sites for Intervention", ICML 2025.
+"""
+
+from importlib.metadata import version
+
+from .data import (
+    Split,
+    TopKData,
+    load_topk_folder,
+    make_panel,
+    make_synthetic7,
+    make_toy9,
+    toy9_outcomes,
+    write_topk_folder,
+)
+from .losses import BPRLoss, DAMLLoss, LossOutput, nll_term
+from .metrics import bpr, regret, topk_mask
+from .models import ForecastModel, NegBinMixedEffects, TruncatedNormal, TruncNormMixture
+from .perturbed import PerturbedTopK, PerturbedTopKFunction, perturbed_topk
+from .ranking import mean_rating, ratio_rating, ratio_values, topk_ratio_rating
+from .score import explicit_jacobian_grad, score_function_rating, score_function_surrogate
+from .train import FitResult, baseline_scores, evaluate_model, evaluate_scores, fit
+
+__version__ = version("bpr-topk")
+
+__all__ = [
+    "BPRLoss",
+    "DAMLLoss",
+    "FitResult",
+    "ForecastModel",
+    "LossOutput",
+    "NegBinMixedEffects",
+    "PerturbedTopK",
+    "PerturbedTopKFunction",
+    "Split",
+    "TopKData",
+    "TruncNormMixture",
+    "TruncatedNormal",
+    "__version__",
+    "baseline_scores",
+    "bpr",
+    "evaluate_model",
+    "evaluate_scores",
+    "explicit_jacobian_grad",
+    "fit",
+    "load_topk_folder",
+    "make_panel",
+    "make_synthetic7",
+    "make_toy9",
+    "mean_rating",
+    "nll_term",
+    "perturbed_topk",
+    "ratio_rating",
+    "ratio_values",
+    "regret",
+    "score_function_rating",
+    "score_function_surrogate",
+    "topk_mask",
+    "topk_ratio_rating",
+    "toy9_outcomes",
+    "write_topk_folder",
+]

@@ -1,0 +1,479 @@
+"""Data: the 6-CSV folder loader/writer and the embedded generators (spec §5).
+
+Folder layout: ``{train,valid,test}_{x,y}.csv``. In every file the first two columns are the site
+id and the time index (normally ``geoid``, ``timestep``); y has one further column (the target),
+all other x columns are features.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass
+class Split:
+    """One split as dense tensors, sites sorted by id and time ascending.
+
+    Attributes:
+        X: features ``[T, S, F]`` float32 (standardised with training statistics).
+        y: counts ``[T, S]`` (int64 when integral, else float32).
+        time: time index ``[T, S]`` float32, offset so that train starts at 0.
+        timesteps: raw time values, length T.
+    """
+
+    X: Tensor
+    y: Tensor
+    time: Tensor
+    timesteps: list[float]
+
+    @property
+    def num_steps(self) -> int:
+        return int(self.y.shape[0])
+
+
+@dataclass
+class TopKData:
+    """A whole dataset: three splits plus metadata (spec §5.3, item 5)."""
+
+    train: Split
+    valid: Split
+    test: Split
+    site_ids: list[str]
+    feature_names: list[str]
+    target_name: str = "counts"
+    key_names: tuple[str, str] = ("geoid", "timestep")
+    feature_mean: Tensor = field(default_factory=lambda: torch.zeros(0))
+    feature_std: Tensor = field(default_factory=lambda: torch.ones(0))
+    time_offset: float = 0.0
+    name: str = "data"
+
+    @property
+    def num_sites(self) -> int:
+        return len(self.site_ids)
+
+    @property
+    def num_features(self) -> int:
+        return len(self.feature_names)
+
+    def split(self, name: str) -> Split:
+        if name not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}; got {name!r}")
+        return getattr(self, name)  # type: ignore[no-any-return]
+
+    def y_history(self) -> tuple[Tensor, list[float]]:
+        """All counts in time order across splits ``[T_all, S]`` and their raw timesteps."""
+        ys = torch.cat([self.split(s).y.to(torch.float32) for s in SPLITS])
+        ts = [t for s in SPLITS for t in self.split(s).timesteps]
+        return ys, ts
+
+
+# ----------------------------------------------------------------------------------- loader
+
+
+def _parse_key(value: str) -> str:
+    """Site ids are kept as strings; numeric ids are normalised (``17031.0`` → ``17031``)."""
+    v = value.strip()
+    try:
+        f = float(v)
+        return str(int(f)) if f.is_integer() else v
+    except ValueError:
+        return v
+
+
+def _site_sort_key(site: str) -> tuple[int, float | str]:
+    try:
+        return (0, float(site))
+    except ValueError:
+        return (1, site)
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    with path.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    if not rows:
+        raise ValueError(f"{path} is empty; expected a header and rows")
+    header = [h.strip() for h in rows[0]]
+    seen: dict[str, int] = {}
+    names = []
+    for h in header:  # pandas-style suffixes for repeated names: timestep, timestep.1, ...
+        names.append(h if h not in seen else f"{h}.{seen[h]}")
+        seen[h] = seen.get(h, 0) + 1
+    body = [r for r in rows[1:] if r]
+    for i, r in enumerate(body):
+        if len(r) != len(names):
+            raise ValueError(f"{path}: row {i + 2} has {len(r)} fields, header has {len(names)}")
+    if len(names) < 2:
+        raise ValueError(f"{path}: needs at least the site id and time columns; got {names}")
+    return names, body
+
+
+def _to_float(path: Path, column: str, values: list[str]) -> np.ndarray:
+    try:
+        arr = np.array([float(v) if v.strip() != "" else math.nan for v in values])
+    except ValueError as exc:
+        raise ValueError(f"{path}: column {column!r} is not numeric ({exc})") from None
+    return arr
+
+
+def _grid(
+    path: Path, keys: list[tuple[str, float]], sites: list[str], what: str
+) -> tuple[np.ndarray, list[float]]:
+    """Map rows to a rectangular [T, S] panel; returns row index per cell and the timesteps."""
+    if len(set(keys)) != len(keys):
+        dup = next(k for k, n in _count(keys).items() if n > 1)
+        raise ValueError(f"{path}: duplicate key site={dup[0]} time={dup[1]:g} in {what}")
+    times = sorted({t for _, t in keys})
+    site_pos = {s: i for i, s in enumerate(sites)}
+    time_pos = {t: i for i, t in enumerate(times)}
+    index = np.full((len(times), len(sites)), -1, dtype=np.int64)
+    for row, (s, t) in enumerate(keys):
+        index[time_pos[t], site_pos[s]] = row
+    if (index < 0).any():
+        ti, si = np.argwhere(index < 0)[0]
+        raise ValueError(
+            f"{path}: panel is not rectangular; missing site={sites[si]} time={times[ti]:g}"
+        )
+    return index, times
+
+
+def _count(keys: list[tuple[str, float]]) -> dict[tuple[str, float], int]:
+    out: dict[tuple[str, float], int] = {}
+    for k in keys:
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
+def load_topk_folder(
+    path: str | Path,
+    target: str | None = None,
+    standardize: bool = True,
+    drop_duplicate_columns: bool = True,
+    include_time_feature: bool = False,
+    time_offset: float | None = None,
+) -> TopKData:
+    """Load and validate a folder in the 6-CSV layout ``{train,valid,test}_{x,y}.csv``.
+
+    Args:
+        path: the folder.
+        target: the y column to use when y has several besides the two keys.
+        standardize: z-score features with training mean/std (std 0 → 1 with a warning).
+        drop_duplicate_columns: drop features that repeat another column (pandas ``.N`` suffix
+            and identical values, e.g. Cook's second ``timestep``).
+        include_time_feature: add the raw time index as a feature (the official model did).
+        time_offset: subtracted from the raw time index; default the first training timestep.
+
+    Raises:
+        FileNotFoundError: a file of the layout is missing.
+        ValueError: misaligned or duplicate keys, differing site sets, missing columns,
+            non-numeric/NaN features, negative or non-finite targets.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise FileNotFoundError(f"data folder {root} does not exist")
+    for s in SPLITS:
+        for part in ("x", "y"):
+            if not (root / f"{s}_{part}.csv").is_file():
+                raise FileNotFoundError(
+                    f"missing {s}_{part}.csv in {root}; expected the 6-file layout "
+                    "{train,valid,test}_{x,y}.csv"
+                )
+    raw: dict[str, dict[str, object]] = {}
+    feature_names: list[str] | None = None
+    target_name: str | None = None
+    key_names: tuple[str, str] = ("geoid", "timestep")
+    site_set: list[str] | None = None
+    for s in SPLITS:
+        px, py = root / f"{s}_x.csv", root / f"{s}_y.csv"
+        xn, xb = _read_csv(px)
+        yn, yb = _read_csv(py)
+        key_names = (xn[0], xn[1])
+        targets = yn[2:]
+        if not targets:
+            raise ValueError(f"{py}: no target column after the site and time columns")
+        if target is None and len(targets) > 1:
+            raise ValueError(f"{py}: several target columns {targets}; choose one with target=")
+        tname = target if target is not None else targets[0]
+        if tname not in targets:
+            raise ValueError(f"{py}: target column {tname!r} not found; columns are {targets}")
+        feats = xn[2:]
+        if feature_names is None:
+            feature_names, target_name = feats, tname
+        elif feats != feature_names:
+            missing = [c for c in feature_names if c not in feats]
+            extra = [c for c in feats if c not in feature_names]
+            raise ValueError(
+                f"{px}: feature columns differ from train_x.csv (missing {missing}, extra {extra})"
+            )
+        xkeys = [(_parse_key(r[0]), float(r[1])) for r in xb]
+        ykeys = [(_parse_key(r[0]), float(r[1])) for r in yb]
+        if set(xkeys) != set(ykeys):
+            diff = sorted(set(xkeys) ^ set(ykeys))[0]
+            raise ValueError(
+                f"{px} and {py} have different (site, time) keys, e.g. site={diff[0]} "
+                f"time={diff[1]:g} is in only one of them"
+            )
+        sites = sorted({k[0] for k in xkeys}, key=_site_sort_key)
+        if site_set is None:
+            site_set = sites
+        elif sites != site_set:
+            only = sorted(set(sites) ^ set(site_set), key=_site_sort_key)[:3]
+            raise ValueError(f"{px}: site set differs from the train split's (e.g. sites {only})")
+        xi, times = _grid(px, xkeys, sites, "x")
+        yi, _ = _grid(py, ykeys, sites, "y")
+        cols = {
+            name: _to_float(px, name, [r[j] for r in xb])[xi] for j, name in enumerate(xn) if j >= 1
+        }
+        for name in feats:
+            if np.isnan(cols[name]).any():
+                raise ValueError(f"{px}: feature column {name!r} has missing/NaN values")
+        yv = _to_float(py, tname, [r[yn.index(tname)] for r in yb])[yi]
+        if not np.isfinite(yv).all():
+            raise ValueError(f"{py}: target {tname!r} has missing or non-finite values")
+        if (yv < 0).any():
+            ti, si = np.argwhere(yv < 0)[0]
+            raise ValueError(
+                f"{py}: negative count {yv[ti, si]:g} in target {tname!r} at site={sites[si]} "
+                f"time={times[ti]:g}; counts must be >= 0"
+            )
+        raw[s] = {"cols": cols, "y": yv, "times": times, "time_col": cols[xn[1]]}
+    assert feature_names is not None and target_name is not None and site_set is not None
+    kept = list(feature_names)
+    if drop_duplicate_columns:
+        kept = _drop_duplicates(kept, raw["train"]["cols"], key_names[1])  # type: ignore[arg-type]
+    integral = all(np.equal(np.mod(raw[s]["y"], 1), 0).all() for s in SPLITS)  # type: ignore[call-overload]
+    if not integral:
+        warnings.warn(f"target {target_name!r} is not integral; keeping float counts", stacklevel=2)
+    offset = float(raw["train"]["times"][0]) if time_offset is None else float(time_offset)  # type: ignore[index]
+    splits: dict[str, Split] = {}
+    for s in SPLITS:
+        cols = raw[s]["cols"]
+        time = torch.as_tensor(raw[s]["time_col"] - offset, dtype=torch.float32)  # type: ignore[operator]
+        feats_arr = [cols[c] for c in kept]  # type: ignore[index]
+        X = torch.as_tensor(
+            np.stack(feats_arr, -1) if feats_arr else np.zeros((*time.shape, 0)),
+            dtype=torch.float32,
+        )
+        if include_time_feature:
+            X = torch.cat([X, time.unsqueeze(-1)], -1)
+        y_np = raw[s]["y"]
+        y = torch.as_tensor(y_np, dtype=torch.int64 if integral else torch.float32)
+        splits[s] = Split(X, y, time, [float(t) for t in raw[s]["times"]])  # type: ignore[attr-defined]
+    names = kept + (["time"] if include_time_feature else [])
+    mean, std = torch.zeros(len(names)), torch.ones(len(names))
+    if standardize and names:
+        flat = splits["train"].X.reshape(-1, len(names))
+        mean, std = flat.mean(0), flat.std(0)
+        zero = std == 0
+        if bool(zero.any()):
+            bad = [n for n, z in zip(names, zero.tolist()) if z]
+            warnings.warn(f"features {bad} are constant in train; using std=1", stacklevel=2)
+            std = torch.where(zero, torch.ones_like(std), std)
+        for sp in splits.values():
+            sp.X = (sp.X - mean) / std
+    return TopKData(
+        splits["train"],
+        splits["valid"],
+        splits["test"],
+        site_ids=site_set,
+        feature_names=names,
+        target_name=target_name,
+        key_names=key_names,
+        feature_mean=mean,
+        feature_std=std,
+        time_offset=offset,
+        name=root.name,
+    )
+
+
+def _drop_duplicates(features: list[str], cols: dict[str, np.ndarray], time_key: str) -> list[str]:
+    """Drop ``name.N`` columns whose values repeat the column ``name`` (incl. the time key)."""
+    kept = []
+    for name in features:
+        m = re.fullmatch(r"(.+)\.(\d+)", name)
+        base = m.group(1) if m else None
+        if base is not None and base in cols and np.array_equal(cols[base], cols[name]):
+            continue
+        kept.append(name)
+    return kept
+
+
+def write_topk_folder(data: TopKData, path: str | Path) -> Path:
+    """Write ``data`` in the 6-CSV layout (features un-standardised) so the loader can read it."""
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    key_site, key_time = data.key_names
+    for s in SPLITS:
+        sp = data.split(s)
+        X = sp.X * data.feature_std + data.feature_mean
+        with (
+            (root / f"{s}_x.csv").open("w", newline="") as fx,
+            (root / f"{s}_y.csv").open("w", newline="") as fy,
+        ):
+            wx, wy = csv.writer(fx), csv.writer(fy)
+            wx.writerow([key_site, key_time, *data.feature_names])
+            wy.writerow([key_site, key_time, data.target_name])
+            for ti, t in enumerate(sp.timesteps):
+                for si, site in enumerate(data.site_ids):
+                    tt = f"{t:g}"
+                    wx.writerow([site, tt, *(repr(float(v)) for v in X[ti, si].tolist())])
+                    wy.writerow([site, tt, sp.y[ti, si].item()])
+    return root
+
+
+# ------------------------------------------------------------------------------ generators
+
+
+def _panel_split(y: np.ndarray, X: np.ndarray | None, t0: int, offset: float = 0.0) -> Split:
+    T, S = y.shape
+    Xt = torch.zeros(T, S, 0) if X is None else torch.as_tensor(X, dtype=torch.float32)
+    time = torch.arange(t0, t0 + T, dtype=torch.float32).unsqueeze(1).expand(T, S) - offset
+    return Split(Xt, torch.as_tensor(y, dtype=torch.int64), time, [float(t0 + i) for i in range(T)])
+
+
+SYNTHETIC7_MEANS = (10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 100.0)
+
+
+def make_synthetic7(
+    seed: int = 0, num_train: int = 500, num_valid: int = 100, num_test: int = 500
+) -> TopKData:
+    """The paper's 7-site synthetic data (Sec. 5.1 / Fig. 2), K = 5.
+
+    ``y_ts = max(round(N(μ_s, 0.3²)), 0)`` with μ = (10, 20, 30, 40, 50, 60, 100), per-site
+    ``RandomState(10000·seed + s·123456)`` as in the official code; valid/test use seeds + 1, + 2.
+    """
+    sizes = {"train": num_train, "valid": num_valid, "test": num_test}
+    splits = {}
+    t0 = 0
+    for i, s in enumerate(SPLITS):
+        cols = []
+        for site, mu in enumerate(SYNTHETIC7_MEANS):
+            rng = np.random.RandomState(10000 * (seed + i) + site * 123456)
+            cols.append(np.maximum(np.round(rng.normal(mu, 0.3, sizes[s])), 0))
+        splits[s] = _panel_split(np.stack(cols, 1), None, t0)
+        t0 += sizes[s]
+    return TopKData(
+        splits["train"],
+        splits["valid"],
+        splits["test"],
+        site_ids=[str(i) for i in range(len(SYNTHETIC7_MEANS))],
+        feature_names=[],
+        target_name="counts",
+        name="synthetic7",
+    )
+
+
+TOY9_TYPES = (("A", 7.0, 1.0), ("B", 10.0, 0.65), ("C", 80.0, 0.10))
+
+
+def make_toy9(num_samples: int, generator: torch.Generator | None = None) -> Tensor:
+    """App. B.2 toy: M independent draws ``[M, 9]`` of 3 A sites (7 always), 3 B sites
+    (10 w.p. 0.65) and 3 C sites (80 w.p. 0.10)."""
+    cols = []
+    for _, value, prob in TOY9_TYPES:
+        u = torch.rand(num_samples, 3, generator=generator, dtype=torch.float64)
+        cols.append(torch.where(u < prob, value, 0.0))
+    return torch.cat(cols, dim=1)
+
+
+def toy9_outcomes() -> tuple[Tensor, Tensor]:
+    """All 2⁶ outcomes of the toy's random B and C sites: values ``[64, 9]``, probabilities ``[64]``."""
+    vals, probs = [], []
+    for bits in itertools.product((0, 1), repeat=6):
+        y = [7.0] * 3
+        p = 1.0
+        for j, on in enumerate(bits):
+            value, prob = (10.0, 0.65) if j < 3 else (80.0, 0.10)
+            y.append(value if on else 0.0)
+            p *= prob if on else 1 - prob
+        vals.append(y)
+        probs.append(p)
+    return torch.tensor(vals, dtype=torch.float64), torch.tensor(probs, dtype=torch.float64)
+
+
+def _smooth_field(rng: np.random.Generator, side: int, length_scale: float = 3.0) -> np.ndarray:
+    noise = rng.standard_normal((side, side))
+    half = int(3 * length_scale)
+    k = np.exp(-0.5 * (np.arange(-half, half + 1) / length_scale) ** 2)
+    k /= k.sum()
+    pad = np.pad(noise, half, mode="wrap")
+    sm = np.apply_along_axis(lambda v: np.convolve(v, k, mode="valid"), 0, pad)
+    sm = np.apply_along_axis(lambda v: np.convolve(v, k, mode="valid"), 1, sm)
+    return sm.reshape(-1)
+
+
+def _rank01(v: np.ndarray) -> np.ndarray:
+    return np.argsort(np.argsort(v)) / max(len(v) - 1, 1)
+
+
+def make_panel(sites: int = 400, seed: int = 0) -> TopKData:
+    """Cook-like synthetic panel (spec §5.4 ``panel``): NegBin counts on a square grid, smooth
+    SVI-like covariates, lag features, 5 % bursty sites; train t = 2..6, valid 7, test 8..9.
+
+    Features follow the Cook column names (incl. a repeated ``timestep`` column, written as
+    ``timestep.1``) so the folder loader is exercised end to end. Suggested K = S/10.
+    """
+    side = math.isqrt(sites)
+    if side * side != sites or sites < 4:
+        raise ValueError(f"sites must be a square number >= 4 (grid layout); got {sites}")
+    rng = np.random.default_rng(seed)
+    themes = np.stack([_rank01(_smooth_field(rng, side)) for _ in range(4)], 1)  # [S, 4]
+    total = _rank01(themes.mean(1))
+    z = (themes - themes.mean(0)) / themes.std(0)
+    b0 = _smooth_field(rng, side)
+    b0 = 0.8 * (b0 - b0.mean()) / b0.std()
+    b1 = rng.normal(0, 0.05, sites)
+    bursty = rng.random(sites) < 0.05
+    T = 10
+    t = np.arange(T)[:, None]
+    log_mu = -0.5 + z @ np.array([0.5, 0.2, 0.1, 0.3]) + b0 + b1 * t  # [T, S]
+    mu = np.exp(log_mu)
+    y = rng.negative_binomial(2, 2 / (2 + mu))
+    burst = rng.negative_binomial(2, 2 / (2 + 4 * mu)) * (rng.random((T, sites)) >= 0.75)
+    y = np.where(bursty[None, :], burst, y)
+    gx, gy = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
+    gx, gy = gx.reshape(-1), gy.reshape(-1)
+    lat = 41.47 + (42.15 - 41.47) * gx / max(side - 1, 1)
+    lon = -88.26 + (-87.53 + 88.26) * gy / max(side - 1, 1)
+    neigh = (np.abs(gx[:, None] - gx[None, :]) <= 1) & (np.abs(gy[:, None] - gy[None, :]) <= 1)
+    np.fill_diagonal(neigh, False)
+    names = ["deaths_sp_lag", "INTPTLAT", "INTPTLON", "timestep.1"]
+    names += [f"svi_theme{i}" for i in range(1, 5)] + ["svi_total_"]
+    names += [f"prev_deaths_{k:02d}back" for k in range(5, 0, -1)]
+    feats = []
+    for ti in range(T):
+        prev = y[ti - 1] if ti > 0 else np.zeros(sites)
+        sp_lag = (neigh @ prev) / neigh.sum(1)
+        lags = [y[ti - k] if ti - k >= 0 else np.zeros(sites) for k in range(5, 0, -1)]
+        static = [sp_lag, lat, lon, np.full(sites, ti), *themes.T, total]
+        feats.append(np.stack(static + lags, 1))
+    X = np.stack(feats).astype(np.float64)
+    ranges = {"train": range(2, 7), "valid": range(7, 8), "test": range(8, 10)}
+    splits = {}
+    for s, rr in ranges.items():
+        idx = list(rr)
+        splits[s] = _panel_split(y[idx], X[idx], idx[0], offset=2.0)
+    site_ids = [str(17031000000 + i) for i in range(sites)]
+    return TopKData(
+        splits["train"],
+        splits["valid"],
+        splits["test"],
+        site_ids=site_ids,
+        feature_names=names,
+        target_name="deaths",
+        feature_mean=torch.zeros(len(names)),
+        feature_std=torch.ones(len(names)),
+        time_offset=2.0,
+        name=f"panel{sites}",
+    )
