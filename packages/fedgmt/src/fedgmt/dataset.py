@@ -1,0 +1,424 @@
+"""Data: loaders (sklearn digits, MNIST IDX, AG News CSV, synthetic) and partitioners.
+
+The partitioner (spec 5.4) never hangs and never leaves a client below ``min_size``: Dirichlet
+proportions are drawn with :class:`numpy.random.Generator`, rounded with largest remainders, then
+repaired by moving single samples from the largest client.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import math
+import re
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import FedConfig
+
+__all__ = [
+    "FederatedData",
+    "Partition",
+    "load_agnews",
+    "load_digits_split",
+    "load_federated_data",
+    "load_mnist_idx",
+    "partition",
+    "read_idx",
+]
+
+
+# ---------------------------------------------------------------------------- partitioners
+@dataclass
+class Partition:
+    """Client index arrays plus statistics (sizes, label histograms, samples moved by repair)."""
+
+    indices: list[np.ndarray]
+    sizes: list[int]
+    label_hist: list[list[int]]
+    moved: int = 0
+
+    def stats(self) -> dict[str, Any]:
+        sizes = np.asarray(self.sizes)
+        return {
+            "num_clients": len(self.sizes),
+            "sizes": self.sizes,
+            "min_size": int(sizes.min()),
+            "max_size": int(sizes.max()),
+            "mean_size": float(sizes.mean()),
+            "moved": self.moved,
+            "mean_label_entropy": mean_label_entropy(self.label_hist),
+        }
+
+
+def mean_label_entropy(label_hist: list[list[int]]) -> float:
+    """Mean over clients of the entropy (nats) of the client's label distribution."""
+    ent = []
+    for h in label_hist:
+        p = np.asarray(h, dtype=float)
+        p = p[p > 0] / p.sum()
+        ent.append(float(-(p * np.log(p)).sum()))
+    return float(np.mean(ent))
+
+
+def _largest_remainder(p: np.ndarray, total: int) -> np.ndarray:
+    """Integer counts summing exactly to ``total`` proportional to ``p`` (largest remainders)."""
+    raw = p * total
+    counts = np.floor(raw).astype(np.int64)
+    rest = total - int(counts.sum())
+    if rest > 0:
+        order = np.argsort(-(raw - counts), kind="stable")
+        counts[order[:rest]] += 1
+    return counts
+
+
+def partition(
+    labels: np.ndarray | torch.Tensor,
+    num_clients: int,
+    scheme: str = "dirichlet",
+    alpha: float = 0.1,
+    min_size: int = 1,
+    seed: int = 0,
+    *,
+    shards_per_client: int = 2,
+    self_balancing: bool = False,
+) -> Partition:
+    """Split sample indices among ``num_clients`` clients.
+
+    Args:
+        labels: integer class labels, shape (n,).
+        num_clients: N >= 1.
+        scheme: ``"dirichlet"`` (p_c ~ Dir(alpha 1_N) per class), ``"iid"`` or ``"shards"``
+            (McMahan et al. 2017: sorted by label, ``shards_per_client`` shards per client).
+        alpha: Dirichlet concentration, finite and > 0.
+        min_size: every client gets at least this many samples (repair step, spec 5.4).
+        seed: seed of the numpy Generator.
+        self_balancing: NIID-Bench mask: zero the proportions of clients already holding >= n/N.
+
+    Raises:
+        ValueError: on invalid ``alpha``, ``num_clients``, ``min_size`` or when
+            ``n < num_clients * min_size``.
+    """
+    y = np.asarray(labels.cpu().numpy() if isinstance(labels, torch.Tensor) else labels)
+    y = y.astype(np.int64).reshape(-1)
+    n = int(y.shape[0])
+    if int(num_clients) < 1:
+        raise ValueError(f"invalid num_clients={num_clients}: expected an integer >= 1")
+    if int(min_size) < 1:
+        raise ValueError(f"invalid min_size={min_size}: expected an integer >= 1")
+    if scheme not in ("dirichlet", "iid", "shards"):
+        raise ValueError(f"invalid scheme={scheme!r}: expected one of dirichlet, iid, shards")
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"invalid dirichlet alpha={alpha}: expected a finite number > 0")
+    if n < num_clients * min_size:
+        raise ValueError(
+            f"cannot give each of {num_clients} clients at least {min_size} samples "
+            f"from {n} samples"
+        )
+    rng = np.random.default_rng(seed)
+    classes = np.unique(y)
+    if scheme == "iid":
+        perm = rng.permutation(n)
+        parts = [np.sort(p) for p in np.array_split(perm, num_clients)]
+    elif scheme == "shards":
+        num_shards = num_clients * shards_per_client
+        if num_shards > n:
+            raise ValueError(
+                f"cannot cut {n} samples into {num_shards} shards "
+                f"({num_clients} clients x {shards_per_client})"
+            )
+        order = np.lexsort((rng.random(n), y))  # sorted by label, random within label
+        shards = np.array_split(order, num_shards)
+        shard_perm = rng.permutation(num_shards)
+        parts = [
+            np.sort(np.concatenate([shards[s] for s in shard_perm[i::num_clients]]))
+            for i in range(num_clients)
+        ]
+    else:
+        buckets: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+        held = np.zeros(num_clients, dtype=np.int64)
+        for c in classes:
+            idx_c = rng.permutation(np.flatnonzero(y == c))
+            p = rng.dirichlet(np.full(num_clients, float(alpha)))
+            if self_balancing:
+                p = p * (held < n / num_clients)
+            s = p.sum()
+            if not np.all(np.isfinite(p)) or s <= 0:
+                p = np.zeros(num_clients)  # exact alpha -> 0 limit: one-hot on a random client
+                p[rng.integers(num_clients)] = 1.0
+            else:
+                p = p / s
+            counts = _largest_remainder(p, len(idx_c))
+            for i, chunk in enumerate(np.split(idx_c, np.cumsum(counts)[:-1])):
+                if len(chunk):
+                    buckets[i].append(chunk)
+                    held[i] += len(chunk)
+        parts = [np.concatenate(b) if b else np.zeros(0, dtype=np.int64) for b in buckets]
+    parts, moved = _repair(parts, y, min_size)
+    if moved > 0.05 * n:
+        warnings.warn(
+            f"partition repair moved {moved} of {n} samples to reach min_size={min_size}",
+            stacklevel=2,
+        )
+    parts = [np.sort(p.astype(np.int64)) for p in parts]
+    hist = [[int((y[p] == c).sum()) for c in classes] for p in parts]
+    return Partition(indices=parts, sizes=[len(p) for p in parts], label_hist=hist, moved=moved)
+
+
+def _repair(parts: list[np.ndarray], y: np.ndarray, min_size: int) -> tuple[list[np.ndarray], int]:
+    """Move one sample of the largest client's most frequent class to each deficient client.
+
+    Each move lowers the total deficit by one, so this stops after at most N*min_size moves.
+    """
+    lists = [list(p) for p in parts]
+    moved = 0
+    while True:
+        sizes = [len(p) for p in lists]
+        small = int(np.argmin(sizes))
+        if sizes[small] >= min_size:
+            return [np.asarray(p, dtype=np.int64) for p in lists], moved
+        donor = int(np.argmax(sizes))
+        counts = Counter(int(y[i]) for i in lists[donor])
+        top = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+        pos = next(k for k in range(len(lists[donor]) - 1, -1, -1) if y[lists[donor][k]] == top)
+        lists[small].append(lists[donor].pop(pos))
+        moved += 1
+
+
+# ---------------------------------------------------------------------------- loaders
+def load_digits_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """scikit-learn digits scaled by 1/16, stratified 75/25 split (random_state=0): 1,347/450."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    d = load_digits()
+    x = (d.data / 16.0).astype(np.float32)
+    xtr, xte, ytr, yte = train_test_split(
+        x, d.target, test_size=0.25, random_state=0, stratify=d.target
+    )
+    return (
+        torch.from_numpy(xtr),
+        torch.from_numpy(ytr.astype(np.int64)),
+        torch.from_numpy(xte),
+        torch.from_numpy(yte.astype(np.int64)),
+    )
+
+
+def read_idx(path: str | Path, expected_magic: int) -> np.ndarray:
+    """Read an IDX file (``.gz`` by extension). Magic 2051: images (n, rows, cols); 2049: labels."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        raw = fh.read()
+    if len(raw) < 8:
+        raise ValueError(f"truncated IDX header in {path.name}")
+    magic = int.from_bytes(raw[:4], "big")
+    if magic != expected_magic:
+        raise ValueError(f"bad IDX magic {magic} in {path.name} (expected {expected_magic})")
+    ndim = 3 if magic == 2051 else 1
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"truncated IDX header in {path.name}")
+    dims = [int.from_bytes(raw[4 + 4 * k : 8 + 4 * k], "big") for k in range(ndim)]
+    size = int(np.prod(dims))
+    if len(raw) - header != size:
+        raise ValueError(
+            f"IDX payload of {path.name} has {len(raw) - header} bytes, expected {size} for {dims}"
+        )
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
+
+
+def _find(root: Path, stem: str) -> Path:
+    for name in (stem + ".gz", stem, stem.replace("-idx", ".idx")):
+        if (root / name).exists():
+            return root / name
+    raise FileNotFoundError(
+        f"MNIST folder {root} lacks {stem}[.gz] (expected train-images-idx3-ubyte, "
+        "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte)"
+    )
+
+
+def load_mnist_idx(
+    root: str | Path,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """MNIST from the original IDX files, normalised with (x/255 - 0.1307)/0.3081, flattened."""
+    root = Path(root)
+    out = []
+    for split in ("train", "t10k"):
+        img = read_idx(_find(root, f"{split}-images-idx3-ubyte"), 2051)
+        lab = read_idx(_find(root, f"{split}-labels-idx1-ubyte"), 2049)
+        if img.shape[0] != lab.shape[0]:
+            raise ValueError(
+                f"MNIST {split}: {img.shape[0]} images but {lab.shape[0]} labels in {root}"
+            )
+        x = (img.reshape(img.shape[0], -1).astype(np.float32) / 255.0 - 0.1307) / 0.3081
+        out += [torch.from_numpy(x), torch.from_numpy(lab.astype(np.int64))]
+    return out[0], out[1], out[2], out[3]
+
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+def _tokens(title: str, desc: str) -> list[str]:
+    return _TOKEN.findall((title + " " + desc).replace("\\", " ").lower())
+
+
+@dataclass
+class TextVocab:
+    """Train-only vocabulary: ``<pad>`` = 0, ``<unk>`` = 1."""
+
+    itos: list[str] = field(default_factory=lambda: ["<pad>", "<unk>"])
+
+    def __post_init__(self) -> None:
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+
+    def encode(self, toks: list[str], length: int) -> list[int]:
+        ids = [self.stoi.get(t, 1) for t in toks[:length]]
+        return ids + [0] * (length - len(ids))
+
+
+def load_agnews(
+    root: str | Path, length: int = 64, min_freq: int = 2
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """AG News original test.csv, re-split stratified 80/20 (seed 0): 6,080/1,520 rows.
+
+    Returns token ids (padded to ``length``), labels 0..3 and the vocabulary size (train-only
+    vocabulary with ``min_freq``).
+    """
+    from sklearn.model_selection import train_test_split
+
+    path = Path(root) / "test.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"AG News folder {root} lacks test.csv")
+    rows = []
+    with open(path, newline="", encoding="utf-8") as fh:
+        for rec in csv.reader(fh):
+            if len(rec) != 3:
+                raise ValueError(f"{path.name}: expected 3 columns, got {len(rec)}")
+            rows.append((int(rec[0]) - 1, _tokens(rec[1], rec[2])))
+    y = np.array([r[0] for r in rows], dtype=np.int64)
+    idx_tr, idx_te = train_test_split(
+        np.arange(len(rows)), test_size=0.2, random_state=0, stratify=y
+    )
+    freq = Counter(t for i in idx_tr for t in rows[i][1])
+    vocab = TextVocab(["<pad>", "<unk>"] + sorted(w for w, c in freq.items() if c >= min_freq))
+
+    def enc(ix: np.ndarray) -> torch.Tensor:
+        return torch.tensor([vocab.encode(rows[i][1], length) for i in ix], dtype=torch.int64)
+
+    return (
+        enc(idx_tr),
+        torch.from_numpy(y[idx_tr]),
+        enc(idx_te),
+        torch.from_numpy(y[idx_te]),
+        len(vocab.itos),
+    )
+
+
+def synthetic_clients(
+    num_clients: int, a: float = 1.0, b: float = 1.0, seed: int = 0, cap: int = 1000
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[np.ndarray]]:
+    """FedProx Synthetic(a, b) (Li et al., MLSys 2020): natural per-client split, 80/20."""
+    rng = np.random.default_rng(seed)
+    cov = np.array([(j + 1) ** -1.2 for j in range(60)])
+    xs_tr, ys_tr, xs_te, ys_te, parts = [], [], [], [], []
+    offset = 0
+    for _ in range(num_clients):
+        n = min(cap, 50 + int(rng.lognormal(4, 2)))
+        u, bk = rng.normal(0, a), rng.normal(0, b)
+        w = rng.normal(u, 1, (10, 60))
+        bias = rng.normal(u, 1, 10)
+        v = rng.normal(bk, 1, 60)
+        x = rng.normal(v, np.sqrt(cov), (n, 60)).astype(np.float32)
+        y = np.argmax(x @ w.T + bias, axis=1)
+        k = int(0.8 * n)
+        xs_tr.append(x[:k]), ys_tr.append(y[:k]), xs_te.append(x[k:]), ys_te.append(y[k:])
+        parts.append(np.arange(offset, offset + k))
+        offset += k
+    return (
+        torch.from_numpy(np.concatenate(xs_tr)),
+        torch.from_numpy(np.concatenate(ys_tr).astype(np.int64)),
+        torch.from_numpy(np.concatenate(xs_te)),
+        torch.from_numpy(np.concatenate(ys_te).astype(np.int64)),
+        parts,
+    )
+
+
+# ---------------------------------------------------------------------------- federated data
+@dataclass
+class FederatedData:
+    """Train tensors split among clients plus the server's test set."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    partition: Partition
+    num_classes: int
+    input_dim: int
+    vocab_size: int | None = None
+
+    def client(self, pid: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(x_i, y_i) of partition ``pid``."""
+        idx = torch.from_numpy(self.partition.indices[pid])
+        return self.x_train[idx], self.y_train[idx]
+
+
+def default_data_dir(dataset: str) -> Path:
+    """``$ICML25_DATA/<mnist/raw|ag_news>``, else ``../shared/data`` next to the repository."""
+    import os
+
+    base = Path(os.environ.get("ICML25_DATA", Path.cwd().parent / "shared" / "data"))
+    return base / ("mnist/raw" if dataset == "mnist" else "ag_news")
+
+
+@functools.lru_cache(maxsize=4)
+def _load_raw(dataset: str, data_dir: str | None, seed: int, num_clients: int) -> tuple[Any, ...]:
+    if dataset == "digits":
+        return (*load_digits_split(), None, None)
+    if dataset == "mnist":
+        return (*load_mnist_idx(data_dir or default_data_dir("mnist")), None, None)
+    if dataset == "agnews":
+        xtr, ytr, xte, yte, v = load_agnews(data_dir or default_data_dir("agnews"))
+        return xtr, ytr, xte, yte, v, None
+    xtr, ytr, xte, yte, parts = synthetic_clients(num_clients, seed=seed)
+    return xtr, ytr, xte, yte, None, parts
+
+
+def load_federated_data(cfg: FedConfig) -> FederatedData:
+    """Load ``cfg.dataset`` and partition it deterministically (``cfg.partition_seed``)."""
+    xtr, ytr, xte, yte, vocab, natural = _load_raw(
+        cfg.dataset, cfg.data_dir, cfg.partition_seed, cfg.num_clients
+    )
+    if cfg.max_train_samples is not None and cfg.max_train_samples < len(ytr):
+        keep = np.sort(
+            np.random.default_rng(cfg.partition_seed).permutation(len(ytr))[: cfg.max_train_samples]
+        )
+        xtr, ytr = xtr[torch.from_numpy(keep)], ytr[torch.from_numpy(keep)]
+    if natural is not None:
+        y = ytr.numpy()
+        part = Partition(
+            indices=natural,
+            sizes=[len(p) for p in natural],
+            label_hist=[[int((y[p] == c).sum()) for c in range(10)] for p in natural],
+        )
+    else:
+        part = partition(
+            ytr,
+            cfg.num_clients,
+            cfg.partition,
+            cfg.dirichlet_alpha,
+            cfg.min_partition_size,
+            cfg.partition_seed,
+            shards_per_client=cfg.shards_per_client,
+            self_balancing=cfg.self_balancing,
+        )
+    num_classes = int(max(int(ytr.max()), int(yte.max())) + 1)
+    return FederatedData(xtr, ytr, xte, yte, part, num_classes, int(xtr.shape[1]), vocab)

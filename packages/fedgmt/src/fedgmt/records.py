@@ -1,0 +1,65 @@
+"""Conversions between torch tensors / client state and Flower records (flwr Message API)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, RecordDict
+
+from .config import FedConfig
+
+Params = dict[str, torch.Tensor]
+
+
+def to_record(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
+    """float32 tensors round-trip losslessly."""
+    return ArrayRecord(OrderedDict((k, v.detach().cpu()) for k, v in tensors.items()))
+
+
+def from_record(record: ArrayRecord) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in record.to_torch_state_dict().items()}
+
+
+def config_record(cfg: FedConfig, **extra: Any) -> ConfigRecord:
+    """The whole run configuration travels with each message, so ClientApps need no run_config."""
+    return ConfigRecord({**cfg.to_run_config(), **extra})
+
+
+def config_from_record(record: ConfigRecord) -> FedConfig:
+    return FedConfig.from_run_config(dict(record))
+
+
+_ARRAY_KEYS = ("h", "c_i", "ema")
+
+
+def load_client_state(state: RecordDict) -> dict[str, Any]:
+    """``context.state`` -> the plain dict :func:`fedgmt.algorithms.client_update` uses."""
+    out: dict[str, Any] = {}
+    for key in _ARRAY_KEYS:
+        if key in state.array_records:
+            out[key] = from_record(state.array_records[key])
+    if "fedgmt-meta" in state.config_records:
+        out["participations"] = int(state.config_records["fedgmt-meta"]["participations"])
+    if "dp" in state.config_records:
+        rec = state.config_records["dp"]
+        out["dp"] = {
+            "noise": list(rec["noise"]),
+            "rate": list(rec["rate"]),
+            "steps": list(rec["steps"]),
+            "mechanism": str(rec["mechanism"]),
+        }
+    return out
+
+
+def save_client_state(state: RecordDict, client_state: dict[str, Any]) -> None:
+    """Write the client dict back into ``context.state`` (persists per node across a run)."""
+    for key in _ARRAY_KEYS:
+        if key in client_state:
+            state.array_records[key] = to_record(client_state[key])
+    state.config_records["fedgmt-meta"] = ConfigRecord(
+        {"participations": int(client_state.get("participations", 0))}
+    )
+    if "dp" in client_state:
+        state.config_records["dp"] = ConfigRecord(dict(client_state["dp"]))

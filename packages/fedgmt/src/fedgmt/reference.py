@@ -1,0 +1,152 @@
+"""Reference engine: an in-process sequential loop over the shared core (spec 3.6).
+
+Per-client dicts mimic Flower's ``context.state``. Used by tests, benchmarks and
+``--engine reference``; the Flower engine calls the same three core functions.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from . import algorithms as core
+from .config import FedConfig
+from .dataset import FederatedData, load_federated_data
+from .guard import CollapseDetector, DivergenceError, check_stability
+from .metrics import MODELS_MOVED, PASSES, History, evaluate
+from .model import make_model
+
+__all__ = ["cost_counters", "record_round", "run_reference"]
+
+
+def cost_counters(method: str, model: nn.Module) -> dict[str, Any]:
+    """Passes per local step and bytes per round (4P x models moved)."""
+    num_params = sum(p.numel() for p in model.parameters())
+    fwd, bwd = PASSES[method]
+    down, up = MODELS_MOVED.get(method, (1, 1))
+    return {
+        "forward_per_step": fwd,
+        "backward_per_step": bwd,
+        "num_params": num_params,
+        "bytes_down_per_client": 4 * num_params * down,
+        "bytes_up_per_client": 4 * num_params * up,
+    }
+
+
+def record_round(
+    hist: History,
+    cfg: FedConfig,
+    t: int,
+    model: nn.Module,
+    state: core.ServerState,
+    data: FederatedData,
+    agg_metrics: dict[str, float],
+    replies_metrics: list[dict[str, float]],
+    detector: CollapseDetector,
+    round_time: float,
+) -> None:
+    """Evaluate ``w_{t+1}`` on the test set and append round ``t`` to ``hist``; apply the
+    divergence policy (``stop`` marks ``hist.diverged``; ``raise`` raises)."""
+    model.load_state_dict(state.w)
+    acc, loss = evaluate(model, data.x_test, data.y_test)
+    hist.rounds.append(t)
+    hist.accuracy.append(acc)
+    hist.loss.append(loss)
+    if state.ema is not None:
+        with torch.no_grad():
+            for k, p in model.named_parameters():
+                p.copy_(state.ema[k])
+        hist.ema_accuracy.append(evaluate(model, data.x_test, data.y_test)[0])
+    hist.client_time.append(agg_metrics.get("client-time", 0.0))
+    hist.train_loss.append(agg_metrics.get("train-loss", 0.0))
+    hist.round_time.append(round_time)
+    eps = [m["dp-epsilon"] for m in replies_metrics if "dp-epsilon" in m]
+    if eps:
+        hist.dp_epsilon_max.append(max(eps))
+        hist.dp_epsilon_mean.append(sum(eps) / len(eps))
+    if detector.update(acc) or not math.isfinite(loss):
+        _diverged(hist, cfg, t, f"accuracy collapsed to {acc:.3f} (chance level) at round {t}")
+
+
+def _diverged(hist: History, cfg: FedConfig, t: int, reason: str) -> None:
+    text = f"{reason}; lr={cfg.lr:g} beta={cfg.beta:g}: lower lr or raise beta"
+    if cfg.on_divergence == "raise":
+        raise DivergenceError(text)
+    if cfg.on_divergence == "warn":
+        warnings.warn(text, stacklevel=3)
+        return
+    hist.diverged = True
+    hist.diverged_at_round = t
+    hist.divergence_reason = text
+
+
+def run_reference(
+    cfg: FedConfig,
+    *,
+    data: FederatedData | None = None,
+    model_fn: Callable[[], nn.Module] | None = None,
+    criterion: Callable[[Tensor, Tensor], Tensor] | None = None,
+    progress: bool = False,
+    evaluate_fn: Callable[..., None] | None = None,
+) -> History:
+    """Run ``cfg`` with the sequential reference loop and return its :class:`History`."""
+    torch.set_num_threads(cfg.client_threads)
+    data = data or load_federated_data(cfg)
+    check_stability(data.partition.sizes, cfg)
+    make = model_fn or (lambda: make_model(cfg, data.input_dim, data.num_classes, data.vocab_size))
+    model = make()
+    method = cfg.method
+    state = core.init_server_state(method, cfg, model.state_dict(), core.param_names(model))
+    client_states: dict[int, dict[str, Any]] = {i: {} for i in range(cfg.num_clients)}
+    hist = History(method=method, cost=cost_counters(method, model))
+    detector = CollapseDetector(data.num_classes)
+    rounds = range(1, cfg.num_rounds + 1)
+    if progress:
+        from tqdm import tqdm
+
+        rounds = tqdm(rounds, desc=method, leave=False)
+    for t in rounds:
+        t_round = time.perf_counter()
+        sampled = core.sample_clients(cfg.seed, t, cfg.num_clients, cfg.num_sampled)
+        hist.sampled.append(sampled)
+        payload = core.server_payload(method, state)
+        replies = []
+        try:
+            for pid in sampled:
+                replies.append(
+                    core.client_update(
+                        method,
+                        model,
+                        data.client(pid),
+                        payload,
+                        client_states[pid],
+                        cfg,
+                        core.client_generator(cfg.seed, t, pid),
+                        partition_id=pid,
+                        criterion=criterion,
+                    )
+                )
+            agg = core.server_aggregate(method, state, replies, cfg)
+        except DivergenceError as err:
+            if cfg.on_divergence == "raise":
+                raise
+            _diverged(hist, cfg, t, str(err))
+            if hist.diverged:
+                break
+            continue
+        record_round(
+            hist, cfg, t, model, state, data, agg, [r.metrics for r in replies], detector,
+            time.perf_counter() - t_round,
+        )  # fmt: skip
+        if evaluate_fn is not None:
+            evaluate_fn(t, state, client_states)
+        if hist.diverged:
+            break
+    hist.final_arrays = {k: v.clone() for k, v in state.w.items()}
+    return hist
