@@ -166,7 +166,7 @@ class FedConfig:
     @property
     def num_sampled(self) -> int:
         """m = max(1, floor(f N))."""
-        return max(1, int(math.floor(self.fraction_train * self.num_clients + 1e-9)))
+        return max(1, math.floor(self.fraction_train * self.num_clients + 1e-9))
 
     def replace(self, **changes: Any) -> FedConfig:
         """A validated copy with ``changes`` applied."""

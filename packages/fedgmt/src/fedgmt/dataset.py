@@ -308,7 +308,7 @@ def load_agnews(
         np.arange(len(rows)), test_size=0.2, random_state=0, stratify=y
     )
     freq = Counter(t for i in idx_tr for t in rows[i][1])
-    vocab = TextVocab(["<pad>", "<unk>"] + sorted(w for w, c in freq.items() if c >= min_freq))
+    vocab = TextVocab(["<pad>", "<unk>", *sorted(w for w, c in freq.items() if c >= min_freq)])
 
     def enc(ix: np.ndarray) -> torch.Tensor:
         return torch.tensor([vocab.encode(rows[i][1], length) for i in ix], dtype=torch.int64)
