@@ -1,0 +1,169 @@
+import itertools
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from parq_optim import (
+    LSBQuantizer,
+    MaxUnifQuantizer,
+    TernaryUnifQuantizer,
+    UnifQuantizer,
+    nearest,
+)
+
+CASES = (
+    [(UnifQuantizer(), b) for b in (1, 2, 3, 4)]
+    + [(MaxUnifQuantizer(), b) for b in (2, 3, 4)]
+    + [(TernaryUnifQuantizer(), 0)]
+    + [(LSBQuantizer(), b) for b in (0, 1, 2, 3, 4)]
+    + [(LSBQuantizer(optimal=True), b) for b in (0, 1, 2)]
+)
+
+
+def weight(seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.empty(32, 256, dtype=dtype)
+    return torch.nn.init.xavier_uniform_(w, generator=g)
+
+
+def greedy(quantizer, b):
+    return (
+        (isinstance(quantizer, LSBQuantizer)
+        and not quantizer.optimal
+        and b >= 1)
+        or (isinstance(quantizer, LSBQuantizer) and quantizer.optimal and b == 1)
+    )
+
+
+def check_membership(q, Q, exact):
+    snapped = nearest(Q, q, dim=None if Q.dim() == 1 else -1)
+    if exact:
+        assert torch.equal(snapped, q)
+    else:  # greedy LSBQ: q = p - r carries last-bit variants of its level (spec §3.6)
+        assert (q - snapped).abs().max() <= 1e-6 * Q.abs().max()
+    return snapped
+
+
+@pytest.mark.parametrize(("quantizer", "b"), CASES, ids=lambda x: repr(x))
+@pytest.mark.parametrize("dim", [None, -1])
+def test_levels_count_membership_and_purity(quantizer, b, dim):
+    p = weight()
+    p0 = p.clone()
+    q, Q = quantizer.quantize(p, b, dim=dim)
+    assert torch.equal(p, p0)
+    assert q.dtype == p.dtype and Q.dtype == p.dtype and q.shape == p.shape
+    m = quantizer.get_quant_size(b)
+    snapped = check_membership(q, Q, exact=not greedy(quantizer, b))
+    if dim is None:
+        assert Q.shape == (m,) and torch.all(Q[1:] > Q[:-1])
+        assert snapped.unique().numel() == m
+    else:
+        assert Q.shape == (32, m) and torch.all(Q[:, 1:] > Q[:, :-1])
+        assert all(r.unique().numel() == m for r in snapped)
+
+
+@pytest.mark.parametrize(("quantizer", "b"), CASES[:6], ids=lambda x: repr(x))
+def test_center_adds_the_mean_back(quantizer, b):
+    p = weight() + 0.3
+    qc, Qc = type(quantizer)(center=True).quantize(p, b)
+    q0, Q0 = type(quantizer)().quantize(p - p.mean(), b)
+    torch.testing.assert_close(Qc, Q0 + p.mean())
+    torch.testing.assert_close(qc, q0 + p.mean())
+
+
+def test_unif_one_bit_levels_are_pm_mean_abs():
+    p = weight()
+    _, Q = UnifQuantizer().quantize(p, 1)
+    torch.testing.assert_close(Q, torch.stack([-p.abs().mean(), p.abs().mean()]))
+
+
+def test_unif_levels_equally_spaced():
+    p = weight()
+    for b in (2, 3, 4):
+        _, Q = UnifQuantizer().quantize(p, b)
+        s = torch.minimum(b * p.abs().mean(), p.abs().max()) / (2 ** (b - 1) - 0.5)
+        torch.testing.assert_close(Q[1:] - Q[:-1], s.expand(Q.numel() - 1))
+
+
+def test_ternary_unif_threshold():
+    p = weight()
+    q, Q = TernaryUnifQuantizer().quantize(p, 0)
+    thr = p.abs().max() / 3
+    expect = torch.where(p.abs() > thr, p.sign() * 2 * thr, torch.zeros_like(p))
+    torch.testing.assert_close(q, expect)
+
+
+def test_lsbq_greedy_levels_are_signed_sums():
+    p = weight()
+    for b in (1, 2, 3):
+        r, vs = p.clone(), []
+        for _ in range(b):
+            v = r.abs().mean()
+            r = r - v * torch.where(r == 0, 1.0, r.sign())
+            vs.append(v.item())
+        sums = sorted(
+            sum(s * v for s, v in zip(signs, vs)) for signs in itertools.product((-1, 1), repeat=b)
+        )
+        _, Q = LSBQuantizer().quantize(p, b)
+        torch.testing.assert_close(Q, torch.tensor(sums), rtol=1e-6, atol=1e-7)
+
+
+def brute_error(a, b):
+    """Least squared error over all level sets of the optimal family (every split of sorted |p|)."""
+    a = torch.sort(a.abs().double()).values
+    n, best = a.numel(), float("inf")
+    for i in range(0 if b == 0 else 1, n):
+        U = a[i:].mean()
+        Q = (
+            torch.stack([-U, 0 * U, U])
+            if b == 0
+            else torch.stack([-U, -a[:i].mean(), a[:i].mean(), U])
+        )
+        Q = torch.sort(Q).values
+        best = min(best, ((a - nearest(Q, a)) ** 2).sum().item())
+    return best
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([0, 2]), st.integers(5, 40))
+def test_lsbq_optimal_matches_bruteforce_and_beats_heuristic(seed, b, n):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.randn(3, n, generator=g, dtype=torch.float64)
+    q, _ = LSBQuantizer(optimal=True).quantize(p, b, dim=-1)
+    qh, _ = LSBQuantizer().quantize(p, b, dim=-1)
+    for i in range(3):
+        err = ((p[i] - q[i]) ** 2).sum().item()
+        assert err == pytest.approx(brute_error(p[i], b), rel=1e-9, abs=1e-12)
+        assert err <= ((p[i] - qh[i]) ** 2).sum().item() + 1e-12
+    qt, _ = LSBQuantizer(optimal=True).quantize(p[0], b)
+    assert ((p[0] - qt) ** 2).sum().item() == pytest.approx(
+        brute_error(p[0], b), rel=1e-9, abs=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    ("quantizer", "b", "exc", "match"),
+    [
+        (UnifQuantizer(), 0, ValueError, "b >= 1, got b=0"),
+        (MaxUnifQuantizer(), 1, ValueError, "b >= 2, got b=1"),
+        (TernaryUnifQuantizer(), 2, ValueError, "b=2"),
+        (UnifQuantizer(), -1, ValueError, "got -1"),
+        (LSBQuantizer(), -3, ValueError, "got -3"),
+        (LSBQuantizer(optimal=True), 3, NotImplementedError, "b=3"),
+    ],
+)
+def test_bad_bits(quantizer, b, exc, match):
+    with pytest.raises(exc, match=match):
+        quantizer.quantize(weight(), b)
+
+
+def test_bad_tensors():
+    with pytest.raises(ValueError, match="complex"):
+        UnifQuantizer().quantize(torch.randn(4, 4, dtype=torch.complex64), 2)
+    with pytest.raises(ValueError, match="empty"):
+        UnifQuantizer().quantize(torch.empty(0), 2)
+    with pytest.raises(ValueError, match="2-D"):
+        UnifQuantizer().quantize(torch.randn(2, 3, 4), 2, dim=-1)
+    with pytest.raises(ValueError, match="scale_method"):
+        UnifQuantizer(scale_method="median")
