@@ -1,0 +1,144 @@
+"""Shared pretrain/evaluate pipeline used by the CLI, the demo and the benchmarks."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch_geometric.data import Data
+
+from .baselines import GAEBaseline
+from .config import CurMGAEConfig
+from .evaluation import linear_probe, random_node_split, svm_cv
+from .method import CurMGAE, FitHistory
+
+#: method name -> overrides of the Cur-MGAE config (same backbone, same loop; spec 6.3)
+METHODS: dict[str, dict[str, Any]] = {
+    "curmgae": {"masking": "curriculum"},
+    "s2gae": {"masking": "random"},  # random-mask backbone = the paper's "w/o Curri."
+    "path": {"masking": "path"},  # MaskGAE-style path masking on the same backbone
+    "split0": {"masking": "curriculum", "split_ratio": 0.0},
+    "split1": {"masking": "curriculum", "split_ratio": 1.0},
+    "ip_decoder": {"masking": "curriculum", "decoder": "inner_product"},
+    "ip_random": {"masking": "random", "decoder": "inner_product"},
+    "anti_curriculum": {"masking": "curriculum", "anti_curriculum": True},
+    "gae": {"masking": "none", "decoder": "inner_product"},  # PyG GAE
+}
+PROTOCOLS = ("svm", "linear_probe")
+
+
+def make_config(method: str, **overrides: Any) -> CurMGAEConfig:
+    """Config of ``method`` (a key of ``METHODS``) with user ``overrides`` applied last."""
+    if method not in METHODS:
+        raise ValueError(f"method={method!r} is not accepted; choose one of {', '.join(METHODS)}")
+    return CurMGAEConfig(**{**METHODS[method], **overrides})
+
+
+def build_model(method: str, in_channels: int, config: CurMGAEConfig) -> CurMGAE:
+    if method == "gae":
+        return GAEBaseline(in_channels, config)
+    return CurMGAE.from_config(in_channels, config)
+
+
+def pretrain(
+    method: str, data: Data, config: CurMGAEConfig, seed: int = 0, progress: bool = False
+) -> tuple[CurMGAE, FitHistory]:
+    """Build and fit ``method`` on the split ``data`` (from :func:`curmgae.split_edges`)."""
+    model = build_model(method, data.num_features, config)
+    return model, model.fit(data, seed=seed, progress=progress)
+
+
+def node_masks(data: Data, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Public split when the dataset has one, else a seeded 10/10/80 split."""
+    if getattr(data, "train_mask", None) is not None:
+        return data.train_mask, data.val_mask, data.test_mask
+    return random_node_split(data.num_nodes, seed)  # type: ignore[return-value]
+
+
+def evaluate(
+    model: CurMGAE,
+    data: Data,
+    tasks: tuple[str, ...] = ("link", "node"),
+    protocols: tuple[str, ...] = PROTOCOLS,
+    features: str = "concat",
+    seed: int = 0,
+) -> dict[str, float]:
+    """Link prediction on ``test_pos``/``test_neg`` and node classification (named protocols)."""
+    out: dict[str, float] = {}
+    if "link" in tasks:
+        lp = model.link_prediction(data, "test")
+        out["lp_auc"], out["lp_ap"] = lp["auc"], lp["ap"]
+    if "node" in tasks:
+        if getattr(data, "y", None) is None:
+            raise ValueError("task 'node' needs node labels data.y")
+        last, concat = model.embed(data)
+        emb = concat if features == "concat" else last
+        if "svm" in protocols:
+            out["nc_svm_acc"] = svm_cv(emb, data.y)["acc"]
+        if "linear_probe" in protocols:
+            tr, va, te = node_masks(data, seed)
+            out["nc_probe_acc"] = linear_probe(emb, data.y, tr, va, te, seed=seed)["acc"]
+    return out
+
+
+def versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("curmgae", "torch", "torch-geometric", "scikit-learn", "numpy"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:  # pragma: no cover
+            out[pkg] = "missing"
+    return out
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def default(o: Any) -> Any:
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return dataclasses.asdict(o)
+        if isinstance(o, Path):
+            return str(o)
+        if isinstance(o, torch.Tensor):
+            return o.tolist()
+        return str(o)
+
+    path.write_text(json.dumps(payload, indent=1, default=default))
+
+
+def plot_curriculum(trace: list[dict[str, Any]], path: Path) -> bool:
+    """Paper Figure 2 analogue: easy/medium/hard shares of the difficulty-chosen edges per S-update,
+    and the masked count. Returns False (and writes nothing) when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("note: install curmgae[plot] (matplotlib) for the curriculum plot", file=sys.stderr)
+        return False
+    epochs = [e["epoch"] for e in trace]
+    fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
+    if trace and trace[0].get("share_easy") is not None:
+        for name in ("easy", "medium", "hard"):
+            ax[0].plot(epochs, [e.get(f"share_{name}") or 0.0 for e in trace], label=name)
+        ax[0].set_title("difficulty-chosen masked edges")
+        ax[0].set_ylabel("share")
+        ax[0].legend()
+    ax[1].plot(epochs, [e["K_t"] for e in trace], label="K_t")
+    ax[1].plot(epochs, [e["cap"] for e in trace], "--", label="cap")
+    ax[1].set_title("curriculum size")
+    ax[1].legend()
+    for a in ax:
+        a.set_xlabel("epoch")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return True

@@ -1,0 +1,268 @@
+"""Edge-difficulty measurer and self-paced mask scheduler (paper section 2.2, Eq. 4, Algorithm 1).
+
+The S-objective of Eq. 4 restricted to existing edges separates per edge (spec 3.6):
+
+* ``penalty="l1"``:      ``min_S beta*R*S + lambda*(1-S) + gamma/2 (S - S_prev)^2``
+  -> ``S* = clip(S_prev + (lambda - beta*R)/gamma, 0, 1)``; for ``gamma=0``: ``S* = 1[beta*R < lambda]``.
+* ``penalty="squared"``: ``min_S beta*R*S + lambda*(1-S)^2 + gamma/2 (S - S_prev)^2``
+  -> ``S* = clip((2 lambda - beta*R + gamma*S_prev) / (2 lambda + gamma), 0, 1)``.
+
+Ties (``beta*R == lambda``) are not selected under ``l1`` with ``gamma=0`` (``S* = 0``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .config import LAMBDA_PACES, PENALTIES, RANDOM_POOLS, RESIDUALS, S_SOLVERS
+
+
+def residuals(scores: Tensor, kind: str = "abs") -> Tensor:
+    """Reconstruction residual of existing edges (Algorithm 1, line 8): ``R_e = |A_e - g_e|`` with
+    ``A_e = 1`` (``abs``, the paper's L2 norm of a scalar) or ``(1 - g_e)^2`` (``squared``, RCL).
+
+    ``scores`` are probabilities ``g_e`` in [0, 1]."""
+    if kind not in RESIDUALS:
+        raise ValueError(f"residual={kind!r} is not accepted; choose one of {', '.join(RESIDUALS)}")
+    r = 1.0 - scores
+    return r.abs() if kind == "abs" else r * r
+
+
+def objective(
+    S: Tensor,
+    R: Tensor,
+    lam: float,
+    beta: float = 1.0,
+    gamma: float = 0.0,
+    S_prev: Tensor | float = 0.0,
+    penalty: str = "l1",
+) -> Tensor:
+    """Per-edge value of the separable S-objective of Eq. 4 (see module docstring)."""
+    f = lam * (1.0 - S) if penalty == "l1" else lam * (1.0 - S) ** 2
+    return beta * R * S + f + 0.5 * gamma * (S - S_prev) ** 2
+
+
+def solve_selection(
+    R: Tensor,
+    lam: float,
+    beta: float = 1.0,
+    gamma: float = 0.0,
+    S_prev: Tensor | None = None,
+    penalty: str = "l1",
+) -> Tensor:
+    """Closed-form minimiser of the separable S-objective of Eq. 4 (module docstring), in [0, 1]^M."""
+    if penalty not in PENALTIES:
+        raise ValueError(
+            f"penalty={penalty!r} is not accepted; choose one of {', '.join(PENALTIES)}"
+        )
+    if gamma < 0:
+        raise ValueError(f"gamma={gamma!r} must be >= 0")
+    S_prev = torch.zeros_like(R) if S_prev is None else S_prev
+    if penalty == "l1":
+        if gamma == 0:
+            return (beta * R < lam).to(R.dtype)
+        return (S_prev + (lam - beta * R) / gamma).clamp(0.0, 1.0)
+    if gamma == 0 and lam == 0:
+        return torch.zeros_like(R)  # objective beta*R*S, R >= 0 -> S = 0
+    return ((2 * lam - beta * R + gamma * S_prev) / (2 * lam + gamma)).clamp(0.0, 1.0)
+
+
+def solve_selection_adam(
+    R: Tensor,
+    lam: float,
+    beta: float = 1.0,
+    penalty: str = "l1",
+    steps: int = 10,
+    lr: float = 0.1,
+    S_init: Tensor | None = None,
+) -> Tensor:
+    """RCL's solver: Adam on the objective without proximal term, S clamped to [0, 1] after each step."""
+    S = (torch.zeros_like(R) if S_init is None else S_init.clone()).requires_grad_(True)
+    opt = torch.optim.Adam([S], lr=lr)
+    with torch.enable_grad():
+        for _ in range(steps):
+            opt.zero_grad()
+            objective(S, R.detach(), lam, beta, 0.0, 0.0, penalty).sum().backward()
+            opt.step()
+            with torch.no_grad():
+                S.clamp_(0.0, 1.0)
+    return S.detach()
+
+
+class SelfPacedEdgeScheduler:
+    """Self-paced edge-mask scheduler (Algorithm 1, lines 9-19).
+
+    ``step(R, epoch)`` solves for ``S`` (closed form or Adam), counts the curriculum set
+    ``C_t = {e : S_e >= 0.5}``, caps its size at ``floor(mask_ratio*M)`` (freezing lambda) or paces lambda,
+    then returns the boolean mask = ``floor(split_ratio*K_t)`` edges with highest ``S`` (ties: smaller
+    residual) plus ``K_t - floor(split_ratio*K_t)`` random edges, topped up to
+    ``ceil(min_mask_ratio*M)`` random edges (a guard that is not in the paper).
+
+    ``anti_curriculum=True`` ranks edges by *negated* residuals (hardest first; diagnostic only).
+    """
+
+    def __init__(
+        self,
+        num_edges: int,
+        *,
+        mask_ratio: float = 0.7,
+        split_ratio: float = 0.5,
+        beta: float = 1.0,
+        gamma: float = 0.0,
+        penalty: str = "l1",
+        s_solver: str = "closed_form",
+        lambda_pace: str = "additive",
+        lambda_init: float | None = None,
+        mu: float | None = None,
+        base_lambda: float = 1.0,
+        start_lambda: float = 1e-3,
+        init_mask_ratio: float = 0.1,
+        ramp_frac: float = 2.0 / 3.0,
+        min_mask_ratio: float = 0.05,
+        random_pool: str = "remaining",
+        total_epochs: int = 200,
+        update_every: int = 1,
+        anti_curriculum: bool = False,
+        seed: int = 0,
+    ) -> None:
+        if num_edges < 1:
+            raise ValueError("curmgae needs at least one edge to mask (num_edges=0)")
+        for name, val, choices in (
+            ("penalty", penalty, PENALTIES),
+            ("s_solver", s_solver, S_SOLVERS),
+            ("lambda_pace", lambda_pace, LAMBDA_PACES),
+            ("random_pool", random_pool, RANDOM_POOLS),
+        ):
+            if val not in choices:
+                raise ValueError(
+                    f"{name}={val!r} is not accepted; choose one of {', '.join(choices)}"
+                )
+        if not 0.0 < mask_ratio <= 1.0:
+            raise ValueError(f"mask_ratio={mask_ratio!r} is outside the accepted range (0, 1]")
+        if not 0.0 <= split_ratio <= 1.0:
+            raise ValueError(f"split_ratio={split_ratio!r} is outside the accepted range [0, 1]")
+        self.M = num_edges
+        self.mask_ratio, self.split_ratio = mask_ratio, split_ratio
+        self.beta, self.gamma, self.penalty, self.s_solver = beta, gamma, penalty, s_solver
+        self.lambda_pace, self.base_lambda, self.start_lambda = (
+            lambda_pace,
+            base_lambda,
+            start_lambda,
+        )
+        self.init_mask_ratio, self.ramp_frac = init_mask_ratio, ramp_frac
+        self.min_mask_ratio, self.random_pool = min_mask_ratio, random_pool
+        self.T, self.update_every, self.anti_curriculum = (
+            total_epochs,
+            update_every,
+            anti_curriculum,
+        )
+        self.cap = math.floor(mask_ratio * num_edges)
+        self.floor_count = min(self.cap, math.ceil(min_mask_ratio * num_edges))
+        self.ramp_epochs = max(1, math.floor(ramp_frac * total_epochs))
+        self.n_ramp = max(1, math.ceil(self.ramp_epochs / update_every))
+        self.lam: float | None = lambda_init
+        self.mu: float | None = mu
+        self.S = torch.zeros(num_edges)
+        self.t = 0
+        self.generator = torch.Generator().manual_seed(seed)
+        self.trace: list[dict[str, Any]] = []
+
+    # ----------------------------------------------------------------------------------- lambda pacing
+    def _calibrate(self, R: Tensor) -> None:
+        """Auto-calibration of the additive pace (spec 3.7): ~init_mask_ratio edges selected at first."""
+        if self.lam is None:
+            self.lam = self.beta * float(torch.quantile(R, self.init_mask_ratio))
+        if self.mu is None:
+            target = self.beta * float(torch.quantile(R, self.mask_ratio))
+            self.mu = max(target - self.lam, 0.0) / self.n_ramp
+
+    def _scheduled_lambda(self, R: Tensor, epoch: int) -> float:
+        T, r = self.T, self.ramp_epochs
+        if self.lambda_pace == "rcl_inverse":
+            return self.base_lambda / (r + 1 - epoch) if epoch < r else self.base_lambda
+        if self.lambda_pace == "rcl_inverse_full":
+            return self.base_lambda / max(T + 1 - epoch, 1)
+        if self.lambda_pace == "linear":
+            return (epoch / T) * self.base_lambda + self.start_lambda
+        rho = self.init_mask_ratio + (self.mask_ratio - self.init_mask_ratio) * min(epoch / r, 1.0)
+        return self.beta * float(torch.quantile(R, min(max(rho, 0.0), 1.0)))
+
+    # ----------------------------------------------------------------------------------------- S-step
+    def step(self, R: Tensor, epoch: int = 0) -> Tensor:
+        """One S-step (Algorithm 1 lines 9-19) on residuals ``R`` [M]; returns the boolean mask [M]."""
+        R = R.detach().float().cpu()
+        if R.shape != (self.M,):
+            raise ValueError(f"residuals must have shape [{self.M}]; got {tuple(R.shape)}")
+        R_rank = -R if self.anti_curriculum else R
+        R_sel = R_rank - R_rank.min() if self.anti_curriculum else R_rank  # keep residuals >= 0
+        if self.lambda_pace == "additive":
+            self._calibrate(R_sel)
+        else:
+            self.lam = self._scheduled_lambda(R_sel, epoch)
+        lam = float(self.lam)  # type: ignore[arg-type]
+        if self.s_solver == "closed_form":
+            S = solve_selection(R_sel, lam, self.beta, self.gamma, self.S, self.penalty)
+        else:
+            S = solve_selection_adam(R_sel, lam, self.beta, self.penalty, S_init=self.S)
+        self.S = S
+        K = int((S >= 0.5).sum())
+        capped = K >= self.cap
+        if capped:
+            K = self.cap
+        elif self.lambda_pace == "additive":
+            self.lam = lam + float(self.mu)  # type: ignore[arg-type]
+        # difficulty part: highest S, ties broken by smaller residual (lexicographic stable sort)
+        order = torch.sort(R_sel, stable=True).indices
+        order = order[torch.sort(-S[order], stable=True).indices]
+        n_diff = math.floor(self.split_ratio * K)
+        difficulty = order[:n_diff]
+        mask = torch.zeros(self.M, dtype=torch.bool)
+        mask[difficulty] = True
+        # random part: from the remaining edges (default) or from C_t minus the difficulty part
+        pool_mask = ~mask & (S >= 0.5) if self.random_pool == "curriculum" else ~mask
+        pool = pool_mask.nonzero().view(-1)
+        mask[pool[torch.randperm(pool.numel(), generator=self.generator)[: K - n_diff]]] = True
+        missing = max(K, self.floor_count) - int(mask.sum())
+        if (
+            missing > 0
+        ):  # guard (min_mask_ratio, not in the paper): random top-up from unmasked edges
+            rest = (~mask).nonzero().view(-1)
+            mask[rest[torch.randperm(rest.numel(), generator=self.generator)[:missing]]] = True
+        self.difficulty_mask = torch.zeros(self.M, dtype=torch.bool)
+        self.difficulty_mask[difficulty] = True
+        self.trace.append(
+            {
+                "t": self.t,
+                "epoch": epoch,
+                "lambda": lam,
+                "K_t": K,
+                "cap": self.cap,
+                "capped": capped,
+                "n_difficulty": n_diff,
+                "n_masked": int(mask.sum()),
+                "mean_residual": float(R.mean()),
+            }
+        )
+        self.t += 1
+        return mask
+
+    # -------------------------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "S": self.S.clone(),
+            "lam": self.lam,
+            "mu": self.mu,
+            "t": self.t,
+            "rng": self.generator.get_state(),
+            "trace": list(self.trace),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.S = state["S"].clone()
+        self.lam, self.mu, self.t = state["lam"], state["mu"], state["t"]
+        self.generator.set_state(state["rng"])
+        self.trace = list(state["trace"])
