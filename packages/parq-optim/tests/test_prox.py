@@ -1,3 +1,4 @@
+import itertools
 import math
 
 import pytest
@@ -29,7 +30,7 @@ def test_sigmoid_endpoints_and_midpoint():
 
 def test_sigmoid_strictly_decreasing_and_symmetric():
     vals = [normalized_mirror_sigmoid(t, 10, 110, 7.0, 0.5) for t in range(10, 110)]
-    assert all(a > b for a, b in zip(vals, vals[1:]))
+    assert all(a > b for a, b in itertools.pairwise(vals))
     for f in (0.1, 0.25, 0.4):
         a = normalized_mirror_sigmoid(f * 100, 0, 100, 7.0, 0.5)
         b = normalized_mirror_sigmoid((1 - f) * 100, 0, 100, 7.0, 0.5)

@@ -28,11 +28,8 @@ def weight(seed=0, dtype=torch.float32):
 
 
 def greedy(quantizer, b):
-    return (
-        (isinstance(quantizer, LSBQuantizer)
-        and not quantizer.optimal
-        and b >= 1)
-        or (isinstance(quantizer, LSBQuantizer) and quantizer.optimal and b == 1)
+    return (isinstance(quantizer, LSBQuantizer) and not quantizer.optimal and b >= 1) or (
+        isinstance(quantizer, LSBQuantizer) and quantizer.optimal and b == 1
     )
 
 
@@ -88,7 +85,7 @@ def test_unif_levels_equally_spaced():
 
 def test_ternary_unif_threshold():
     p = weight()
-    q, Q = TernaryUnifQuantizer().quantize(p, 0)
+    q, _ = TernaryUnifQuantizer().quantize(p, 0)
     thr = p.abs().max() / 3
     expect = torch.where(p.abs() > thr, p.sign() * 2 * thr, torch.zeros_like(p))
     torch.testing.assert_close(q, expect)
