@@ -50,8 +50,16 @@ def test_first_step_closed_form(c, hvp_point, bias_correction):
     w = param()
     w0 = w.detach().clone()
     lr, rho, lam, eps, b1, b2 = 0.1, 0.2, 0.01, 1e-4, 0.9, 0.999
-    opt = Sassha([w], lr=lr, rho=rho, weight_decay=lam, eps=eps, betas=(b1, b2),
-                 hvp_point=hvp_point, bias_correction=bias_correction)  # fmt: skip
+    opt = Sassha(
+        [w],
+        lr=lr,
+        rho=rho,
+        weight_decay=lam,
+        eps=eps,
+        betas=(b1, b2),
+        hvp_point=hvp_point,
+        bias_correction=bias_correction,
+    )
     opt.step(make_closure(opt, f, w))
     g = df(w0)
     w_tilde = w0 + rho * g / (g.norm() + 1e-12)
@@ -186,8 +194,9 @@ def test_equivalent_to_adamw_when_hessian_is_squared_gradient(weight_decay):
     w0 = (-1.0, -2.0, -0.5, -3.0)
     lr, betas, eps = 0.01, (0.9, 0.999), 1e-8
     w = param(w0)
-    opt = Sassha([w], lr=lr, betas=betas, eps=eps, rho=0.0, lazy_hessian=1,
-                 weight_decay=weight_decay)  # fmt: skip
+    opt = Sassha(
+        [w], lr=lr, betas=betas, eps=eps, rho=0.0, lazy_hessian=1, weight_decay=weight_decay
+    )
     w_torch = param(w0)
     adamw = torch.optim.AdamW([w_torch], lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
     ref = torch.tensor(w0, dtype=torch.float64)

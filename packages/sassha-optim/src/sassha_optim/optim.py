@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -125,7 +125,7 @@ def hutchinson_diagonal(
     Rademacher probe per parameter. Returns the estimates and whether some gradient lacked a graph.
     """
     with_graph = [i for i, g in enumerate(grads) if g is not None and g.requires_grad]
-    outputs = [grads[i] for i in with_graph]
+    outputs = [cast(Tensor, grads[i]) for i in with_graph]
     estimate = [torch.zeros_like(p) for p in params]
     for j in range(n_samples):
         z = probes()
@@ -142,6 +142,11 @@ def hutchinson_diagonal(
     if n_samples > 1:
         torch._foreach_div_(estimate, float(n_samples))
     return estimate, len(with_graph) < len(params)
+
+
+def _grads(params: Sequence[Tensor]) -> list[Tensor]:
+    """Gradients of parameters known to have one."""
+    return [cast(Tensor, p.grad) for p in params]
 
 
 def _coalesced_all_reduce(tensors: list[Tensor], mean: bool) -> None:
@@ -266,13 +271,21 @@ class Sassha(Optimizer):
             n_samples,
             "an integer >= 1",
         )
-        _check(bias_correction in _BIAS_CORRECTIONS, "bias_correction", bias_correction,
-               f"one of {_BIAS_CORRECTIONS}")  # fmt: skip
+        _check(
+            bias_correction in _BIAS_CORRECTIONS,
+            "bias_correction",
+            bias_correction,
+            f"one of {_BIAS_CORRECTIONS}",
+        )
         _check(hvp_point in _HVP_POINTS, "hvp_point", hvp_point, f"one of {_HVP_POINTS}")
         _check(grad_reduce in _GRAD_REDUCES, "grad_reduce", grad_reduce, f"one of {_GRAD_REDUCES}")
         _check(nonfinite in _NONFINITE, "nonfinite", nonfinite, f"one of {_NONFINITE}")
-        _check(distributed in ("auto", True, False), "distributed", distributed,
-               "'auto', True or False")  # fmt: skip
+        _check(
+            distributed in ("auto", True, False),
+            "distributed",
+            distributed,
+            "'auto', True or False",
+        )
         _check(
             max_grad_norm is None or max_grad_norm > 0,
             "max_grad_norm",
@@ -415,7 +428,7 @@ class Sassha(Optimizer):
         params = self._params_with_grad()
         if not params:
             raise RuntimeError("Sassha: perturb_weights() needs gradients; call backward() first")
-        grads = [p.grad for p in params]
+        grads = _grads(params)
         on, mean = self._distributed()
         if on and self.options["sync_perturbation_grad"]:
             grads = [g.detach().clone() for g in grads]
@@ -467,7 +480,7 @@ class Sassha(Optimizer):
     # ------------------------------------------------------------------ Hessian
     def _compute_hessian(self) -> None:
         params = self._params_with_grad()
-        if not any(p.grad.requires_grad for p in params):
+        if not any(g.requires_grad for g in _grads(params)):
             self._restore_if_perturbed()
             raise RuntimeError(_NO_GRAPH.format(t=self._global_step + 1))
 
@@ -475,7 +488,7 @@ class Sassha(Optimizer):
             return [rademacher_like(p, self._generator(p.device)) for p in params]
 
         estimate, partial = hutchinson_diagonal(
-            [p.grad for p in params], params, probes, self.options["n_samples"]
+            _grads(params), params, probes, self.options["n_samples"]
         )
         if partial and not self._warned_partial_graph:
             warnings.warn(
@@ -508,12 +521,12 @@ class Sassha(Optimizer):
                 self._compute_hessian()
             self._restore_if_perturbed()
             params = self._params_with_grad()
-            for p in params:  # free the double-backward graph (no create_graph reference cycle)
-                p.grad = p.grad.detach()
+            for p, g in zip(params, _grads(params)):  # free the graph (no create_graph cycle)
+                p.grad = g.detach()
             if self._skip_pending:
                 return self._skip(loss)
             hessian = self._pending_hessian if refresh else None
-            grads = [p.grad for p in params]
+            grads = _grads(params)
             on, mean = self._distributed()
             if on:
                 _coalesced_all_reduce(grads, mean)

@@ -1,0 +1,166 @@
+"""Baselines for the demo and the benchmarks (private: not part of the public API).
+
+- :class:`SAM`: sharpness-aware minimization wrapping any torch optimizer (Foret et al., 2021);
+  the base optimizer's own weight decay (coupled L2 for SGD).
+- :class:`AdaHessian`: diagonal-Hessian Adam (Yao et al., 2021) with Rademacher Hutchinson
+  probes, spatial averaging of ``|Ĥ|`` for 4-D conv weights, ``v ← β2 v + (1 − β2) D²`` and
+  ``w ← w(1 − ηλ) − η m̂ / (v̂^{κ/2} + eps)`` (spec §6).
+SGD and AdamW come from ``torch.optim``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+from .optim import hutchinson_diagonal, rademacher_like
+
+
+def _closure_twice(opt: Any, closure: Callable[[], Tensor]) -> Tensor:
+    """Shared two-pass SAM cycle: gradients at ``w``, perturb, gradients at ``w + ε``, update."""
+    opt.zero_grad(set_to_none=True)
+    with torch.enable_grad():
+        loss = closure()
+    opt.first_step(zero_grad=True)
+    with torch.enable_grad():
+        closure()
+    opt.second_step()
+    return loss
+
+
+class SAM(Optimizer):
+    """SAM: ``ε = ρ g / (‖g‖ + 1e-12)``, gradient at ``w + ε``, restore ``w`` by copy, base step."""
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        base_optimizer: type[Optimizer],
+        rho: float = 0.05,
+        adaptive: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if rho < 0:
+            raise ValueError(f"Invalid rho: {rho} (expected >= 0)")
+        super().__init__(params, {"rho": rho, "adaptive": adaptive, **kwargs})
+        self.base_optimizer = base_optimizer(self.param_groups, **kwargs)
+        self.param_groups = self.base_optimizer.param_groups
+
+    @torch.no_grad()
+    def first_step(self, zero_grad: bool = False) -> None:
+        params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
+        adaptive = {p: g["adaptive"] for g in self.param_groups for p in g["params"]}
+        norm = torch.linalg.vector_norm(
+            torch.stack([((p.abs() if adaptive[p] else 1.0) * p.grad).norm() for p in params])
+        )
+        for group in self.param_groups:
+            scale = group["rho"] / (norm + 1e-12)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                self.state[p]["old_p"] = p.clone()
+                p.add_((p * p if group["adaptive"] else 1.0) * p.grad * scale)
+        if zero_grad:
+            self.zero_grad(set_to_none=True)
+
+    @torch.no_grad()
+    def second_step(self, zero_grad: bool = False) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if "old_p" in self.state[p]:
+                    p.copy_(self.state[p].pop("old_p"))
+        self.base_optimizer.step()
+        if zero_grad:
+            self.zero_grad(set_to_none=True)
+
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor:  # type: ignore[override]
+        if closure is None:
+            raise RuntimeError("SAM.step needs a closure (or use first_step/second_step)")
+        return _closure_twice(self, closure)
+
+
+class AdaHessian(Optimizer):
+    """AdaHessian baseline with Hutchinson refresh every ``update_period`` steps."""
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 0.15,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-4,
+        weight_decay: float = 0.0,
+        hessian_power: float = 1.0,
+        update_period: int = 1,
+        seed: int = 0,
+    ) -> None:
+        if lr < 0:
+            raise ValueError(f"Invalid lr: {lr} (expected >= 0)")
+        if update_period < 1:
+            raise ValueError(f"Invalid update_period: {update_period} (expected >= 1)")
+        defaults = {
+            "lr": lr,
+            "betas": betas,
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "hessian_power": hessian_power,
+        }
+        super().__init__(params, defaults)
+        self.update_period = update_period
+        self.generator = torch.Generator().manual_seed(seed)
+        self.global_step = 0
+        self.hvp_calls = 0
+
+    @property
+    def create_graph(self) -> bool:
+        return self.global_step % self.update_period == 0
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            self.zero_grad(set_to_none=True)
+            with torch.enable_grad():
+                loss = closure()
+        params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
+        hessian = None
+        if self.create_graph:
+            with torch.enable_grad():
+                est, _ = hutchinson_diagonal(
+                    [p.grad for p in params],
+                    params,
+                    lambda: [rademacher_like(p, self.generator) for p in params],
+                )
+            self.hvp_calls += 1
+            hessian = {}
+            for p, h in zip(params, est):
+                h = h.abs()
+                if h.dim() == 4:  # conv kernels: average over the spatial dims
+                    h = h.mean(dim=(2, 3), keepdim=True).expand_as(h)
+                hessian[p] = h
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad.detach()
+                p.grad = g
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["exp_hessian_diag_sq"] = torch.zeros_like(p)
+                state["step"] += 1
+                if hessian is not None:
+                    v = state["exp_hessian_diag_sq"]
+                    v.mul_(beta2).addcmul_(hessian[p], hessian[p], value=1 - beta2)
+                state["exp_avg"].mul_(beta1).add_(g, alpha=1 - beta1)
+                t = state["step"]
+                v_hat = state["exp_hessian_diag_sq"] / (1 - beta2**t)
+                denom = v_hat.pow(group["hessian_power"] / 2).add_(group["eps"])
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1 - beta1**t))
+        self.global_step += 1
+        return loss
