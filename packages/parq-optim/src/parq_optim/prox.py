@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 import torch
 from torch import Tensor
 
-from .quant import _check_levels, nearest
+from .quant import _check_levels, count_below, nearest, take
 
 __all__ = [
     "ProxBinaryRelax",
@@ -158,12 +158,8 @@ class ProxPARQ(ProxMap):
 def interval_bounds(Q: Tensor, u: Tensor, dim: int | None = None) -> tuple[Tensor, Tensor]:
     """``(q_{i-1}, q_i)`` with ``i = #{k : q_k < u}``, indices clamped into ``[0, m-1]``."""
     _check_levels(Q)
-    m = Q.size(-1)
-    if dim is None:
-        idx = torch.bucketize(u, Q)
-        return Q[(idx - 1).clamp_(min=0)], Q[idx.clamp(max=m - 1)]
-    idx = torch.searchsorted(Q.contiguous(), u.contiguous())
-    return Q.gather(1, (idx - 1).clamp_(min=0)), Q.gather(1, idx.clamp(max=m - 1))
+    idx = count_below(Q, u, dim)
+    return take(Q, (idx - 1).clamp_(min=0), dim), take(Q, idx.clamp_(max=Q.size(-1) - 1), dim)
 
 
 class ProxBinaryRelax(ProxMap):
