@@ -72,7 +72,12 @@ def test_missing_planetoid_files_listed(tmp_path):
 
 def test_npz_loader(tmp_path):
     p = tmp_path / "g.npz"
-    np.savez(p, x=np.random.rand(4, 3), edge_index=np.array([[0, 1, 2], [1, 2, 3]]), y=np.arange(4))
+    np.savez(
+        p,
+        x=np.random.default_rng(0).random((4, 3)),
+        edge_index=np.array([[0, 1, 2], [1, 2, 3]]),
+        y=np.arange(4),
+    )
     with pytest.warns(UserWarning, match="symmetrising"):
         d = load_dataset(f"file:{p}")
     assert d.edge_index.size(1) == 6 and d.y.tolist() == [0, 1, 2, 3]
