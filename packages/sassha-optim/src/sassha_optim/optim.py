@@ -321,7 +321,7 @@ class Sassha(Optimizer):
         self._hvp_calls = 0
         self.skipped_steps = 0
         self._generators: dict[str, torch.Generator] = {}
-        self._perturbation: dict[Tensor, Tensor] = {}
+        self._saved_weights: dict[Tensor, Tensor] = {}
         self._perturbed = False
         self._pending_hessian: dict[Tensor, Tensor] | None = None
         self._skip_pending = False
@@ -439,7 +439,7 @@ class Sassha(Optimizer):
         norm = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
         if not math.isfinite(float(norm)):
             self._skip_pending = self._nonfinite("first-pass gradient norm")
-        self._perturbation = {}
+        self._saved_weights = {}
         by_param = {p: i for i, p in enumerate(params)}
         if not self._skip_pending:
             for group in self.param_groups:
@@ -451,8 +451,8 @@ class Sassha(Optimizer):
                     g = grads[by_param[p]]
                     scale = group["rho"] / (float(norm) + group["perturb_eps"])
                     e = g * p * p * scale if group["adaptive"] else g * scale
+                    self._saved_weights[p] = p.clone()  # w, restored bitwise in step 5
                     p.add_(e)
-                    self._perturbation[p] = e
         self._perturbed = True
         if zero_grad:
             self.zero_grad(set_to_none=True)
@@ -460,12 +460,13 @@ class Sassha(Optimizer):
     perturb = perturb_weights
 
     def _restore(self) -> None:
-        """``w = w̃ − ε`` (step 5); through ``.data`` in ``hvp_point="reference"`` mode."""
+        """Restore ``w`` (step 5) by copying the saved ``w`` (bitwise, unlike ``w̃ − ε``, so data-
+        parallel ranks with per-worker ε stay identical); through ``.data`` in ``"reference"``."""
         reference = self.options["hvp_point"] == "reference"
         with torch.no_grad():
-            for p, e in self._perturbation.items():
-                (p.data if reference else p).sub_(e)
-        self._perturbation = {}
+            for p, w in self._saved_weights.items():
+                (p.data if reference else p).copy_(w)
+        self._saved_weights = {}
         self._perturbed = False
 
     def unperturb(self) -> None:
