@@ -51,14 +51,16 @@ def _partition_id(context: Context) -> int:
     return int(context.node_config["partition-id"])
 
 
-def make_client_app(model_fn: ModelFn | None = None, data_fn: DataFn | None = None) -> ClientApp:
-    """A ClientApp over the user's ``model_fn(cfg)`` and ``data_fn(cfg, partition_id)``
-    (defaults: this package's models and deterministic partitions)."""
+Handler = Callable[[Message, Context], Message]
+
+
+def client_handlers(
+    model_fn: ModelFn | None = None, data_fn: DataFn | None = None
+) -> tuple[Handler, Handler]:
+    """The (query, train) message handlers registered by :func:`make_client_app`."""
     model_fn = model_fn or _default_model_fn
     data_fn = data_fn or _default_data_fn
-    app = ClientApp()
 
-    @app.query()
     def query(msg: Message, context: Context) -> Message:
         cfg = config_from_record(msg.content["config"])
         pid = _partition_id(context)
@@ -66,7 +68,6 @@ def make_client_app(model_fn: ModelFn | None = None, data_fn: DataFn | None = No
         metrics = MetricRecord({"partition-id": pid, "num-examples": n})
         return Message(RecordDict({"metrics": metrics}), reply_to=msg)
 
-    @app.train()
     def train(msg: Message, context: Context) -> Message:
         rec = msg.content["config"]
         cfg = config_from_record(rec)
@@ -100,6 +101,16 @@ def make_client_app(model_fn: ModelFn | None = None, data_fn: DataFn | None = No
             out["control-delta"] = to_record(reply.control_delta)
         return Message(out, reply_to=msg)
 
+    return query, train
+
+
+def make_client_app(model_fn: ModelFn | None = None, data_fn: DataFn | None = None) -> ClientApp:
+    """A ClientApp over the user's ``model_fn(cfg)`` and ``data_fn(cfg, partition_id)``
+    (defaults: this package's models and deterministic partitions)."""
+    query, train = client_handlers(model_fn, data_fn)
+    app = ClientApp()
+    app.query()(query)
+    app.train()(train)
     return app
 
 
