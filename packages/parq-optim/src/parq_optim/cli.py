@@ -125,7 +125,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         unknown = set(cfg) - set(vars(args))
         if unknown:
             raise UsageError(f"--config: unknown keys {sorted(unknown)}")
-        sub = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
+        sub = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr,index]
         sub.set_defaults(**cfg)
         args = parser.parse_args(argv)  # command-line flags override the file
     return args

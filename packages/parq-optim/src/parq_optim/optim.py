@@ -166,16 +166,16 @@ class QuantOptimizer(Optimizer):
             group.setdefault("initial_wd", group["weight_decay"])
 
     # ---- delegation -------------------------------------------------------------------------
-    @property  # type: ignore[override]
-    def param_groups(self) -> list[dict[str, Any]]:
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:  # type: ignore[override]
         return self.base_optimizer.param_groups
 
-    @property  # type: ignore[override]
-    def state(self) -> Any:
+    @property
+    def state(self) -> Any:  # type: ignore[override]
         return self.base_optimizer.state
 
-    @property  # type: ignore[override]
-    def defaults(self) -> dict[str, Any]:
+    @property
+    def defaults(self) -> dict[str, Any]:  # type: ignore[override]
         return self.base_optimizer.defaults
 
     def __getattr__(self, name: str) -> Any:

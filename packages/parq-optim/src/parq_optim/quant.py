@@ -129,7 +129,7 @@ class Quantizer(ABC):
 def _q_max(a: Tensor, b: int, dim: int | None, scale_method: str) -> Tensor:
     """Range of a uniform grid: ``min(b * mean|p|, max|p|)`` ("mean") or ``max|p|`` ("max")."""
     keep = dim is not None
-    a_max = a.amax(dim=dim, keepdim=True) if keep else a.max()
+    a_max = a.amax(dim=-1, keepdim=True) if keep else a.max()
     if scale_method == "max":
         return a_max
     return torch.minimum(b * a.mean(dim=dim, keepdim=keep), a_max)
