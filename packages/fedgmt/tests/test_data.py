@@ -88,7 +88,7 @@ def test_idx_reader(tmp_path, gz):
     img = tmp_path / f"x{suffix}"
     _write_idx(img, 2051, (2, 3, 3), bytes(range(18)), gz)
     assert read_idx(img, 2051).shape == (2, 3, 3)
-    with pytest.raises(ValueError, match="bad IDX magic 2051 in x.* \\(expected 2049\\)"):
+    with pytest.raises(ValueError, match=r"bad IDX magic 2051 in x.* \(expected 2049\)"):
         read_idx(img, 2049)
     bad = tmp_path / f"t{suffix}"
     _write_idx(bad, 2051, (2, 3, 3), bytes(10), gz)

@@ -93,7 +93,7 @@ def test_handshake_requires_all_partitions():
                         dst_node_id=1, message_type="query")
             ]  # fmt: skip
 
-    with pytest.raises(ValueError, match="expected 4 nodes with partition-id 0..3, got 1"):
+    with pytest.raises(ValueError, match=r"expected 4 nodes with partition-id 0\.\.3, got 1"):
         handshake(Grid(), FedConfig(num_clients=4), timeout=0.1)
 
 
