@@ -1,0 +1,289 @@
+"""Shared experiment driver for the CLI (``train``/``evaluate``/``demo``) and the benchmarks.
+
+Trains NLL-only / DAML / BPR-only forecasters on one dataset, evaluates them with the ratio and
+mean rankings, adds the non-learned baselines and draws the BPR-vs-NLL (Pareto) plot.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .data import SPLITS, TopKData
+from .losses import DAMLLoss
+from .models import ForecastModel, NegBinMixedEffects, TruncNormMixture
+from .train import FitResult, baseline_scores, evaluate_model, evaluate_scores, fit
+
+
+@dataclass
+class TrainConfig:
+    """Hyperparameters of one training run (defaults = package defaults, spec §3.9)."""
+
+    epochs: int = 1000
+    lr: float = 1e-2
+    link: str = "softplus"
+    lam: float = 30.0
+    nll_weight: float = 1.0
+    num_score_samples: int = 100
+    num_perturb_samples: int = 100
+    sigma: float = 0.01
+    noise: str = "normal"
+    score: str = "joint"
+    baseline: str | None = None
+    forward: str = "hard"
+    denominator_offset: float = 1.0
+    reduction: str = "mean"
+    val_freq: int = 10
+    val_samples: int = 500
+    selection: str = "paper"
+    warm_start: bool = False
+    finetune_epochs: int | None = None
+    finetune_lr: float | None = None
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation settings: ratio-rating trials × samples (paper: 1000 × 1000)."""
+
+    trials: int = 10
+    num_samples: int = 1000
+    window: int = 5
+    split: str = "test"
+
+
+def make_model(
+    kind: str, data: TopKData, seed: int, link: str = "softplus", init_index: int | None = None
+) -> ForecastModel:
+    """``negbin`` (Eq. 15, uses the features; ``link`` g) or ``truncnorm`` (Eq. 14, official
+    initialisation number ``seed`` unless ``init_index``)."""
+    if kind == "negbin":
+        gen = torch.Generator().manual_seed(seed)
+        return NegBinMixedEffects(
+            data.num_sites,
+            data.num_features,
+            link=link,  # type: ignore[arg-type]
+            generator=gen,
+        )
+    if kind == "truncnorm":
+        return TruncNormMixture.official_init(
+            seed if init_index is None else init_index, data.num_sites
+        )
+    raise ValueError(f"model must be 'negbin' or 'truncnorm'; got {kind!r}")
+
+
+def default_model_kind(data: TopKData) -> str:
+    return "negbin" if data.num_features > 0 else "truncnorm"
+
+
+def train_one(
+    data: TopKData,
+    kind: str,
+    k: int,
+    objective: str,
+    eps: float,
+    seed: int,
+    cfg: TrainConfig,
+    reference_bpr: float | None = None,
+    progress: bool = False,
+    init_state: dict[str, torch.Tensor] | None = None,
+) -> tuple[ForecastModel, FitResult]:
+    """Seed everything, build the model (optionally from ``init_state``: a warm start, then
+    ``cfg.finetune_epochs``/``cfg.finetune_lr`` apply) and fit it with the chosen objective."""
+    torch.manual_seed(seed)
+    model = make_model(kind, data, seed, cfg.link)
+    epochs, lr = cfg.epochs, cfg.lr
+    if init_state is not None:
+        model.load_state_dict(init_state)
+        epochs = cfg.finetune_epochs if cfg.finetune_epochs is not None else epochs
+        lr = cfg.finetune_lr if cfg.finetune_lr is not None else lr
+    loss = DAMLLoss(
+        k,
+        objective=objective,  # type: ignore[arg-type]
+        eps=eps,
+        lam=cfg.lam,
+        nll_weight=cfg.nll_weight,
+        num_score_samples=cfg.num_score_samples,
+        num_perturb_samples=cfg.num_perturb_samples,
+        sigma=cfg.sigma,
+        noise=cfg.noise,  # type: ignore[arg-type]
+        score=cfg.score,  # type: ignore[arg-type]
+        baseline=cfg.baseline,  # type: ignore[arg-type]
+        forward=cfg.forward,  # type: ignore[arg-type]
+        denominator_offset=cfg.denominator_offset,
+        reduction=cfg.reduction,  # type: ignore[arg-type]
+        generator=torch.Generator().manual_seed(seed),
+    )
+    result = fit(
+        model,
+        data.train,
+        data.valid,
+        loss,
+        epochs=epochs,
+        lr=lr,
+        val_freq=cfg.val_freq,
+        selection=cfg.selection,  # type: ignore[arg-type]
+        reference_bpr=reference_bpr,
+        val_samples=cfg.val_samples,
+        progress=progress,
+    )
+    return model, result
+
+
+def selected_valid_bpr(result: FitResult) -> float:
+    """Valid BPR of the selected checkpoint (the reference for DAML selection)."""
+    return next(h["valid_bpr"] for h in result.history if h["epoch"] == result.best_epoch)
+
+
+def evaluate_rows(
+    model: ForecastModel, data: TopKData, k: int, method: str, ev: EvalConfig, offset: float
+) -> list[dict[str, Any]]:
+    """Rows for a trained model: ratio ranking, plus a ``+mean-rank`` row for NLL-only."""
+    split = data.split(ev.split)
+    ratio = evaluate_model(model, split, k, "ratio", ev.trials, ev.num_samples, offset)
+    rows = [{"method": method, "ranking": "ratio", **ratio}]
+    if method == "NLL-only":
+        mean = evaluate_model(model, split, k, "mean")
+        rows.append({"method": "NLL-only (mean ranking)", "ranking": "mean", **mean})
+    return rows
+
+
+def baseline_rows(data: TopKData, k: int, ev: EvalConfig) -> list[dict[str, Any]]:
+    """Historical-average / last / chance rows on ``ev.split`` (no likelihood: NLL is NaN)."""
+    history, _ = data.y_history()
+    start = sum(data.split(s).num_steps for s in SPLITS[: SPLITS.index(ev.split)])
+    split = data.split(ev.split)
+    rows = []
+    for name, scores in baseline_scores(history, start, split.num_steps, ev.window).items():
+        label = {"last": "last step", "zero": "chance (ŷ=0)"}.get(name, f"avg over {ev.window}")
+        rows.append(
+            {
+                "method": label,
+                "ranking": "history",
+                "nll": math.nan,
+                **evaluate_scores(split.y, scores, k),
+            }
+        )
+    return rows
+
+
+METHODS: dict[str, tuple[str, float]] = {
+    "NLL-only": ("nll", 1.0),
+    "BPR-only": ("bpr", 1.0),
+}
+
+
+def parse_method(name: str) -> tuple[str, float]:
+    """``NLL-only`` / ``BPR-only`` / ``DAML eps=<ε>`` → (objective, ε)."""
+    if name in METHODS:
+        return METHODS[name]
+    if name.startswith("DAML eps="):
+        return "daml", float(name.split("=", 1)[1])
+    raise ValueError(f"unknown method {name!r}; expected NLL-only, BPR-only or 'DAML eps=<x>'")
+
+
+def compare(
+    data: TopKData,
+    kind: str,
+    k: int,
+    methods: list[str],
+    seeds: list[int],
+    cfg: TrainConfig,
+    ev: EvalConfig,
+    progress: bool = False,
+) -> list[dict[str, Any]]:
+    """Train every method for every seed (NLL-only first: its valid BPR is DAML's selection
+    reference, App. C.2) and evaluate on ``ev.split``. Returns one row per (method, seed)."""
+    if "NLL-only" in methods:
+        methods = ["NLL-only", *[m for m in methods if m != "NLL-only"]]
+    rows: list[dict[str, Any]] = []
+    for seed in seeds:
+        reference, nll_state = None, None
+        for method in methods:
+            objective, eps = parse_method(method)
+            init = nll_state if cfg.warm_start and objective != "nll" else None
+            model, result = train_one(
+                data, kind, k, objective, eps, seed, cfg, reference, progress, init
+            )
+            if objective == "nll":
+                reference, nll_state = selected_valid_bpr(result), result.best_state
+            for row in evaluate_rows(model, data, k, method, ev, cfg.denominator_offset):
+                rows.append({**row, "seed": seed, "best_epoch": result.best_epoch})
+    return rows
+
+
+def summarise(
+    rows: list[dict[str, Any]], keys: tuple[str, ...] = ("bpr", "nll", "mae", "rmse")
+) -> list[dict[str, Any]]:
+    """Mean and std over seeds per method, in first-seen order."""
+    out = []
+    for method in dict.fromkeys(r["method"] for r in rows):
+        group = [r for r in rows if r["method"] == method]
+        entry: dict[str, Any] = {"method": method, "n": len(group)}
+        for key in keys:
+            vals = torch.tensor([float(r.get(key, math.nan)) for r in group], dtype=torch.float64)
+            entry[key] = float(vals.mean())
+            entry[f"{key}_std"] = float(vals.std()) if len(group) > 1 else 0.0
+        out.append(entry)
+    return out
+
+
+def format_table(
+    summary: list[dict[str, Any]], keys: tuple[str, ...] = ("bpr", "nll", "mae")
+) -> str:
+    """Plain-text table for the terminal."""
+    head = f"{'method':<28}" + "".join(f"{k.upper():>16}" for k in keys)
+    lines = [head, "-" * len(head)]
+    for s in summary:
+        cells = []
+        for key in keys:
+            v, sd = s[key], s.get(f"{key}_std", 0.0)
+            cells.append(f"{'—':>16}" if math.isnan(v) else f"{v:>9.4f} ±{sd:<6.3f}")
+        lines.append(f"{s['method']:<28}" + "".join(f"{c:>16}" for c in cells))
+    return "\n".join(lines)
+
+
+def pareto_plot(summary: list[dict[str, Any]], path: str | Path, title: str) -> Path:
+    """Scatter of test BPR@K (x) vs test NLL per site-time (y, lower is better); the
+    non-dominated learned models are joined; history baselines are vertical lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    learned = [s for s in summary if not math.isnan(s["nll"])]
+    for s in learned:
+        ax.errorbar(
+            s["bpr"], s["nll"], xerr=s.get("bpr_std", 0), fmt="o", capsize=3, label=s["method"]
+        )
+    front = sorted(
+        (
+            s
+            for s in learned
+            if not any(o["bpr"] >= s["bpr"] and o["nll"] < s["nll"] for o in learned)
+        ),
+        key=lambda s: s["bpr"],
+    )
+    if len(front) > 1:
+        ax.plot([s["bpr"] for s in front], [s["nll"] for s in front], "k--", lw=1, alpha=0.6)
+    for s in summary:
+        if math.isnan(s["nll"]):
+            ax.axvline(s["bpr"], ls=":", color="grey")
+            ax.text(s["bpr"], ax.get_ylim()[1], s["method"], rotation=90, va="top", fontsize=7)
+    ax.set_xlabel("test BPR@K (higher is better)")
+    ax.set_ylabel("test NLL per site-time (lower is better)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def config_dict(cfg: TrainConfig | EvalConfig) -> dict[str, Any]:
+    return asdict(cfg)
