@@ -1,0 +1,163 @@
+"""Render benchmarks/results/*.json into the README region between the results markers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+README = HERE.parent / "README.md"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+NAMES = {
+    "sgd": "SGD (momentum 0.9)",
+    "adamw": "AdamW",
+    "sam": "SAM(SGD)",
+    "adahessian": "AdaHessian (k=1)",
+    "sassha": "**Sassha (k=10)**",
+    "sassha-k1": "Sassha (k=1)",
+    "sassha-rho0": "Sassha ρ=0 (ablation)",
+    "sassha-official": 'Sassha, official behaviour (`bias_correction="step"`, `hvp_point="reference"`)',
+}
+
+
+def load(name: str) -> dict | None:
+    path = HERE / "results" / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def pm(summary: dict, digits: int = 2) -> str:
+    return f"{summary['mean']:.{digits}f} ± {summary['std']:.{digits}f}"
+
+
+def accuracy_table(acc: dict) -> list[str]:
+    tasks = acc["tasks"]
+    header = ["optimizer"]
+    for task, t in tasks.items():
+        header += [f"{task} test acc % ({t['epochs']} ep)", f"{task} λ_max"]
+    header.append("HVPs per run (digits)")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    first = next(iter(tasks.values()))
+    for name in first["optimizers"]:
+        row = [NAMES.get(name, name)]
+        for t in tasks.values():
+            r = t["optimizers"][name]
+            row += [pm(r["test_accuracy"]), f"{r['lambda_max']['mean']:.3g}"]
+        row.append(str(first["optimizers"][name]["hvp_calls"]))
+        lines.append("| " + " | ".join(row) + " |")
+    notes = []
+    for task, t in tasks.items():
+        tg = t["targets"]
+        notes.append(
+            f"{task} ({t['model']}, {t['n_train']} train / {t['n_test']} test, batch {t['batch_size']}): "
+            f"Sassha ≥ AdamW: **{'met' if tg['sassha_ge_adamw'] else 'missed'}**, "
+            f"Sassha ≥ SAM: **{'met' if tg['sassha_ge_sam'] else 'missed'}**"
+        )
+    return [*lines, "", *[f"- {n}" for n in notes]]
+
+
+def timing_table(tim: dict) -> list[str]:
+    lines = [
+        "| optimizer | ms / step (incl. forward+backward) | × AdamW | × SAM |",
+        "|---|---|---|---|",
+    ]
+    for name, ms in tim["ms_per_step"].items():
+        lines.append(
+            f"| {NAMES.get(name, name)} | {ms:.2f} | {tim['ratio_to_adamw'][name]:.2f} | "
+            f"{tim['ratio_to_sam'][name]:.2f} |"
+        )
+    met = tim["target_sassha_k10_le_1.5x_adamw"]
+    return [
+        *lines,
+        "",
+        f"- {tim['model']}; median over {tim['repeats']} interleaved repeats of "
+        f"{tim['steps_per_block']}-step blocks. Target Sassha(k=10) ≤ 1.5× AdamW: "
+        f"**{'met' if met else 'missed'}**.",
+    ]
+
+
+def memory_table(mem: dict) -> list[str]:
+    lines = [
+        "| optimizer | state (MiB) | state / params | state × AdamW | peak RSS increase during training (MiB) |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in mem["optimizers"].items():
+        lines.append(
+            f"| {NAMES.get(name, name)} | {r['state_bytes'] / 2**20:.1f} | {r['state_over_params']:.1f} | "
+            f"{r['state_ratio_to_adamw']:.2f} | {r['peak_rss_increase_mib']:.1f} |"
+        )
+    return [
+        *lines,
+        "",
+        f"- {mem['model']}; one fresh process per optimizer; state = tensor bytes in "
+        "`optimizer.state` after training (Sassha: `exp_avg`, `exp_hessian_diag`, `hessian`).",
+    ]
+
+
+def paper_table(paper: dict) -> list[str]:
+    names = list(paper["gpt2_validation_loss"])
+    lines = ["| paper (reported) | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines.append(
+        "| GPT-2 small val. loss | "
+        + " | ".join(f"{paper['gpt2_validation_loss'][n]}" for n in names)
+        + " |"
+    )
+    lines.append(
+        "| GPT-2 small perplexity | "
+        + " | ".join(f"{paper['gpt2_perplexity'][n]}" for n in names)
+        + " |"
+    )
+    lam = paper["lambda_max_resnet32_cifar100"]
+    return [
+        *lines,
+        "",
+        f"Source: {paper['source']}. λ_max at convergence, ResNet-32/CIFAR-100 "
+        f"(paper (reported), {paper['lambda_max_source']}): "
+        + ", ".join(f"{k} {v}" for k, v in lam.items())
+        + ".",
+    ]
+
+
+def render() -> str:
+    acc, tim, mem = load("accuracy"), load("timing"), load("memory")
+    out: list[str] = []
+    first = next((r for r in (acc, tim, mem) if r), None)
+    if first is None:
+        return "No benchmark results yet: run `python benchmarks/run.py`."
+    m = first["machine"]
+    out.append(
+        f"Produced by `{first['command']}` on {m['cores']} CPU cores (torch {m['torch']}, "
+        f"Python {m['python']}, 1 thread); numbers generated from `benchmarks/results/*.json`."
+    )
+    if acc:
+        out += [
+            "",
+            f"**(a) Accuracy**, mean ± std over seeds {acc['seeds']}, λ_max = top Hessian "
+            "eigenvalue of the training loss at the end (power iteration, ≤ 2,000 training samples):",
+            "",
+        ]
+        out += accuracy_table(acc)
+    if tim:
+        out += ["", "**(b) Time per step**:", "", *timing_table(tim)]
+    if mem:
+        out += ["", "**(c) Memory**:", "", *memory_table(mem)]
+    if acc and "paper_reported" in acc:
+        out += ["", "**Paper (reported)** (different tasks and scale; for orientation only):", ""]
+        out += paper_table(acc["paper_reported"])
+    return "\n".join(out)
+
+
+def main() -> int:
+    text = README.read_text()
+    if START not in text or END not in text:
+        print(f"{README}: results markers not found", file=sys.stderr)
+        return 1
+    head, rest = text.split(START, 1)
+    _, tail = rest.split(END, 1)
+    README.write_text(f"{head}{START}\n{render()}\n{END}{tail}")
+    print(f"rendered results into {README}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

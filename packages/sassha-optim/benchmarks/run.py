@@ -1,0 +1,289 @@
+"""Benchmarks of Sassha against SGD, AdamW, SAM(SGD) and AdaHessian (issue 2, spec §6).
+
+(a) accuracy: digits MLP (60 epochs) and a real-MNIST subset MLP, 3 seeds, test accuracy + λ_max;
+(b) time per optimizer step including forward/backward, as a ratio to AdamW and SAM measured in the
+    same process (median over interleaved repeats of blocks of steps), Sassha k ∈ {1, 10};
+(c) memory: optimizer-state tensor bytes and peak RSS of a fresh process per optimizer.
+
+Writes benchmarks/results/{accuracy,timing,memory}.json, then runs render.py (README table).
+Usage: python benchmarks/run.py [--quick] [--only accuracy,timing,memory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from sassha_optim.data import Split, load_digits, load_folder
+from sassha_optim.training import MLP, build_optimizer, make_closure, top_hessian_eigenvalue, train
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+DATA = Path(os.environ.get("ICML25_DATA", HERE.parents[2].parent / "shared" / "data"))
+MNIST = Path(os.environ.get("SASSHA_OPTIM_DATA_DIR", DATA / "mnist" / "raw"))
+ACCURACY_OPTIMIZERS = [
+    "sgd",
+    "adamw",
+    "sam",
+    "adahessian",
+    "sassha",
+    "sassha-rho0",
+    "sassha-official",
+]
+TIMING_OPTIMIZERS = ["sgd", "adamw", "sam", "adahessian", "sassha-k1", "sassha"]
+MEMORY_OPTIMIZERS = ["sgd", "adamw", "sam", "adahessian", "sassha"]
+
+# Numbers the paper's authors report (spec §6). Not comparable with our CPU-scale tasks.
+PAPER_REPORTED = {
+    "source": "LOG-postech/Sassha language_tasks/modeling/README.md (GPT-2 small, OpenWebText)",
+    "gpt2_validation_loss": {
+        "AdamW": 2.9622,
+        "SAM-AdamW": 2.9558,
+        "Sophia-G": 2.9307,
+        "Sassha": 2.9173,
+    },
+    "gpt2_perplexity": {"AdamW": 19.353, "SAM-AdamW": 19.196, "Sophia-G": 18.751, "Sassha": 18.491},
+    "lambda_max_resnet32_cifar100": {"SGD": 265, "Shampoo": 436374, "Sassha": 107},
+    "lambda_max_source": "third-party summary of the paper (not checked against the PDF)",
+}
+
+
+def machine() -> dict:
+    return {
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+    }
+
+
+def write(name: str, payload: dict, quick: bool) -> Path:
+    folder = RESULTS / "quick" if quick else RESULTS  # smoke runs never overwrite the README's data
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=1))
+    print(f"wrote {path}", flush=True)
+    return path
+
+
+def summarize(values: list[float]) -> dict:
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "median": statistics.median(values),
+        "values": values,
+    }
+
+
+# ----------------------------------------------------------------------------------------- (a)
+def accuracy(quick: bool) -> dict:
+    seeds = [0] if quick else [0, 1, 2]
+    tasks: list[tuple[str, Split, dict]] = [
+        ("digits", load_digits(seed=0), {"epochs": 10 if quick else 60, "batch_size": 64}),
+    ]
+    if MNIST.exists():
+        mnist = load_folder(MNIST, max_train=2000 if quick else 10000, seed=0)
+        tasks.append(("mnist", mnist, {"epochs": 1 if quick else 8, "batch_size": 128}))
+    else:
+        print(f"MNIST not found at {MNIST}: skipping the MNIST task", flush=True)
+    out: dict = {"seeds": seeds, "tasks": {}}
+    for task, split, cfg in tasks:
+        rows: dict = {}
+        for name in ACCURACY_OPTIMIZERS:
+            runs = []
+            for seed in seeds:
+                torch.manual_seed(seed)
+                model = MLP(split.n_features, split.n_classes, (128, 128))
+                res = train(model, name, split, seed=seed, **cfg)
+                sub = min(len(split.x_train), 2000)  # λ_max on a fixed subset (spec §6)
+                lam = top_hessian_eigenvalue(
+                    model, split.x_train[:sub], split.y_train[:sub], seed=seed
+                )
+                runs.append(
+                    {
+                        "seed": seed,
+                        "test_accuracy": res.test_accuracy,
+                        "train_loss": res.train_loss,
+                        "lambda_max": lam,
+                        "seconds": res.seconds,
+                        "hvp_calls": res.hvp_calls,
+                    }
+                )
+                print(
+                    f"[{task}] {name:16s} seed {seed}: acc {res.test_accuracy:6.2f}  "
+                    f"loss {res.train_loss:.4f}  λmax {lam:8.4f}  {res.seconds:5.1f}s",
+                    flush=True,
+                )
+            rows[name] = {
+                "runs": runs,
+                "test_accuracy": summarize([r["test_accuracy"] for r in runs]),
+                "train_loss": summarize([r["train_loss"] for r in runs]),
+                "lambda_max": summarize([r["lambda_max"] for r in runs]),
+                "hvp_calls": runs[0]["hvp_calls"],
+            }
+        out["tasks"][task] = {
+            "n_train": len(split.x_train),
+            "n_test": len(split.x_test),
+            "model": f"MLP {split.n_features}-128-128-{split.n_classes}",
+            **cfg,
+            "optimizers": rows,
+            "targets": {
+                "sassha_ge_adamw": rows["sassha"]["test_accuracy"]["mean"]
+                >= rows["adamw"]["test_accuracy"]["mean"],
+                "sassha_ge_sam": rows["sassha"]["test_accuracy"]["mean"]
+                >= rows["sam"]["test_accuracy"]["mean"],
+            },
+        }
+    return out
+
+
+# ----------------------------------------------------------------------------------------- (b)
+def timing(quick: bool) -> dict:
+    """Interleaved blocks of `block` steps (a multiple of k = 10, so each block holds the same
+    number of Hessian refreshes); per optimizer the median over repeats of the block mean."""
+    repeats, block, warmup = (3, 10, 3) if quick else (7, 20, 10)
+    d_in, hidden, batch = 784, (256, 256), 128
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(batch, d_in, generator=gen), torch.randint(0, 10, (batch,), generator=gen)
+    state = {}
+    for name in TIMING_OPTIMIZERS:
+        torch.manual_seed(0)
+        model = MLP(d_in, 10, hidden)
+        opt = build_optimizer(name, model.parameters())
+        closure = make_closure(opt, model, x, y)
+        for _ in range(warmup):
+            opt.step(closure)
+        state[name] = (opt, closure, [])
+    for _ in range(repeats):
+        for opt, closure, blocks in state.values():
+            start = time.perf_counter()
+            for _ in range(block):
+                opt.step(closure)
+            blocks.append((time.perf_counter() - start) / block)
+    per_step = {name: statistics.median(blocks) for name, (_, _, blocks) in state.items()}
+    return {
+        "model": f"MLP {d_in}-{hidden[0]}-{hidden[1]}-10, batch {batch}, synthetic inputs",
+        "repeats": repeats,
+        "steps_per_block": block,
+        "warmup_steps": warmup,
+        "ms_per_step": {k: 1000 * v for k, v in per_step.items()},
+        "blocks_ms": {k: [1000 * b for b in blocks] for k, (_, _, blocks) in state.items()},
+        "ratio_to_adamw": {k: v / per_step["adamw"] for k, v in per_step.items()},
+        "ratio_to_sam": {k: v / per_step["sam"] for k, v in per_step.items()},
+        "target_sassha_k10_le_1.5x_adamw": per_step["sassha"] / per_step["adamw"] <= 1.5,
+    }
+
+
+# ----------------------------------------------------------------------------------------- (c)
+def _status_mib(field: str) -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _memory_child(name: str, steps: int, queue) -> None:
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = MLP(784, 10, (1024, 1024))
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(256, 784, generator=gen), torch.randint(0, 10, (256,), generator=gen)
+    opt = build_optimizer(name, model.parameters())
+    closure = make_closure(opt, model, x, y)
+    before = _status_mib("VmRSS")
+    try:  # reset the peak RSS (VmHWM) so that imports do not hide the training peak (Linux >= 4.0)
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    for _ in range(steps):
+        opt.step(closure)
+    states = [
+        opt.state,
+        getattr(opt, "base_optimizer", opt).state,
+    ]  # SAM keeps momentum in its base
+    tensors = {
+        id(v): v for st in states for s in st.values() for v in s.values() if torch.is_tensor(v)
+    }
+    queue.put(
+        {
+            "param_bytes": sum(p.numel() * p.element_size() for p in model.parameters()),
+            "state_bytes": sum(v.numel() * v.element_size() for v in tensors.values()),
+            "rss_before_mib": before,
+            "peak_rss_mib": _status_mib("VmHWM"),
+        }
+    )
+
+
+def memory(quick: bool) -> dict:
+    ctx = mp.get_context("spawn")
+    rows = {}
+    for name in MEMORY_OPTIMIZERS:
+        queue = ctx.Queue()
+        proc = ctx.Process(target=_memory_child, args=(name, 3 if quick else 12, queue))
+        proc.start()
+        rows[name] = queue.get(timeout=300)
+        proc.join(timeout=60)
+        rows[name]["peak_rss_increase_mib"] = (
+            rows[name]["peak_rss_mib"] - rows[name]["rss_before_mib"]
+        )
+        print(
+            f"[memory] {name:10s} state {rows[name]['state_bytes'] / 2**20:7.2f} MiB  "
+            f"peak RSS +{rows[name]['peak_rss_increase_mib']:.1f} MiB",
+            flush=True,
+        )
+    adamw = rows["adamw"]
+    for row in rows.values():
+        row["state_ratio_to_adamw"] = row["state_bytes"] / adamw["state_bytes"]
+        row["state_over_params"] = row["state_bytes"] / row["param_bytes"]
+    return {"model": "MLP 784-1024-1024-10, batch 256, fp32", "optimizers": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="1 seed, few epochs, few repeats; writes results/quick/, no README render",
+    )
+    parser.add_argument(
+        "--only", default="accuracy,timing,memory", help="comma-separated subset to run"
+    )
+    parser.add_argument("--no-render", action="store_true", help="do not rewrite the README table")
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
+    torch.set_num_threads(1)
+    command = "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    common = {"command": command.strip(), "machine": machine(), "quick": args.quick}
+    jobs = {"accuracy": accuracy, "timing": timing, "memory": memory}
+    for name in args.only.split(","):
+        start = time.perf_counter()
+        payload = jobs[name](args.quick)
+        extra = {"paper_reported": PAPER_REPORTED} if name == "accuracy" else {}
+        write(
+            name,
+            {**common, "wall_time_s": time.perf_counter() - start, **extra, **payload},
+            args.quick,
+        )
+    if not (args.no_render or args.quick):
+        subprocess.run([sys.executable, str(HERE / "render.py")], check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
