@@ -38,7 +38,7 @@ def render(res: dict) -> str:
             f"| {LABELS.get(m, m)} | {_cell(s, 'lp_auc')} | {_cell(s, 'lp_ap')} | "
             f"{_cell(s, 'nc_svm_acc')} | {_cell(s, 'nc_probe_acc')} | {ratio:.2f}× |"
         )
-    for m, vals in res["paper_reported"].items():
+    for vals in res["paper_reported"].values():
         lp = f"{100 * vals['lp_auc']:.2f}" if "lp_auc" in vals else "–"
         nc = f"{100 * vals['nc_svm_acc']:.2f}" if "nc_svm_acc" in vals else "–"
         lines.append(f"| S2GAE, paper (reported) | {lp} | – | {nc} | – | – |")

@@ -2,7 +2,7 @@
 same backbone, and PyG's GAE. Link prediction (85/5/10 split, AUC/AP) and node classification (SVM 5-fold
 CV and linear probe), several seeds, epoch time as a ratio to the random-mask backbone in the same process.
 
-    python packages/curmgae/benchmarks/run.py            # full: 5 seeds, 40 epochs (~15 min, 1 core)
+    python packages/curmgae/benchmarks/run.py            # full: 5 seeds, 30 epochs (~12 min, 1 core)
     python packages/curmgae/benchmarks/run.py --quick    # 2 seeds, 5 epochs (smoke test)
 
 Epochs are scaled down from S2GAE's 200 to keep the run under ~15 minutes of CPU; see the README.
@@ -40,12 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="2 seeds, 5 epochs; does not touch README")
     ap.add_argument(
-        "--epochs", type=int, default=None, help="training epochs (default 40; quick 5)"
+        "--epochs", type=int, default=None, help="training epochs (default 30; quick 5)"
     )
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (default 5; quick 2)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = ap.parse_args(argv)
-    epochs = args.epochs or (5 if args.quick else 40)
+    epochs = args.epochs or (5 if args.quick else 30)
     seeds = list(range(args.seeds or (2 if args.quick else 5)))
     torch.set_num_threads(args.threads)
     raw = data_root() / "planetoid"

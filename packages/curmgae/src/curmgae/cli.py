@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -31,7 +31,7 @@ class CliError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
+    def error(self, message: str) -> NoReturn:  # one line, no usage dump
         raise CliError(message)
 
 
@@ -171,7 +171,7 @@ def _apply_config_file(parser: argparse.ArgumentParser, argv: list[str]) -> argp
     unknown = [k for k in values if k.replace("-", "_") not in known]
     if unknown:
         raise CliError(f"argument --config: unknown keys {unknown}; accepted: {sorted(known)}")
-    sub = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr]
+    sub = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr,index]
     sub.set_defaults(**{k.replace("-", "_"): v for k, v in values.items()})
     return parser.parse_args(argv)  # explicit flags still win over the file
 
@@ -291,7 +291,9 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
     args.out.mkdir(parents=True, exist_ok=True)
     plot_curriculum(trace, args.out / "curriculum.png")
     if not args.quiet:
-        rows = [("S-update", "epoch", "lambda", "K_t", "cap", "easy", "medium", "hard")]
+        rows: list[tuple[str, ...]] = [
+            ("S-update", "epoch", "lambda", "K_t", "cap", "easy", "medium", "hard")
+        ]
         for e in trace[:: max(1, len(trace) // 8)]:
             rows.append(
                 (
@@ -336,7 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     write_json(args.out / "results.json", record)
     if not args.quiet:
         metrics = payload["metrics"]
-        rows = [("method", "metric", "value")] if args.command == "demo" else [("metric", "value")]
+        demo = args.command == "demo"
+        rows: list[tuple[str, ...]] = [
+            ("method", "metric", "value") if demo else ("metric", "value")
+        ]
         if args.command == "demo":
             for m, vals in metrics.items():
                 rows += [(m, k, f"{v:.4f}") for k, v in vals.items()]

@@ -280,7 +280,9 @@ def make_curriculum_sbm(
     w = np.exp(-dist[off]) if pair_prob == "exp" else 1.0 / dist[off]
     pairs_a, pairs_b, p_pair = a_idx.reshape(-1)[off], b_idx.reshape(-1)[off], w / w.sum()
     seen: set[int] = set()
-    src, dst, diff = [], [], []
+    src: list[int] = []
+    dst: list[int] = []
+    diff: list[int] = []
     while len(src) < n_edges:
         if rng.random() < homophily:
             a = b = int(rng.integers(C))

@@ -139,7 +139,7 @@ class CurMGAE(nn.Module):
         for mod in (self.encoder, self.decoder):
             for m in mod.modules():
                 if m is not mod and hasattr(m, "reset_parameters"):
-                    m.reset_parameters()
+                    m.reset_parameters()  # type: ignore[operator]
 
     def _loss(
         self, hs: list[Tensor], pos: Tensor, n: int, gen: torch.Generator, banned: Tensor | None

@@ -54,7 +54,7 @@ class GNNEncoder(nn.Module):
 
     def reset_parameters(self) -> None:
         for conv in self.convs:
-            conv.reset_parameters()
+            conv.reset_parameters()  # type: ignore[operator]
 
     def forward(self, x: Tensor, edge_index: Tensor) -> list[Tensor]:
         hs: list[Tensor] = []
@@ -94,7 +94,7 @@ class CrossCorrelationDecoder(nn.Module):
 
     def reset_parameters(self) -> None:
         for lin in self.lins:
-            lin.reset_parameters()
+            lin.reset_parameters()  # type: ignore[operator]
 
     def features(self, hs: list[Tensor], pairs: Tensor) -> Tensor:
         """The cross-layer Hadamard features ``e_{v,u}`` of Eq. 2, shape ``[B, hidden*K*K]``."""
