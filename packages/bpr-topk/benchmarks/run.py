@@ -1,0 +1,244 @@
+"""Benchmarks for bpr-topk (writes benchmarks/results/*.json, then renders the README table).
+
+(a) cook_county: test BPR@100 / NLL / MAE for NLL-only, DAML ε=1, BPR-only, mean ranking and
+    historical baselines, 3 seeds (paper Table C.2 beside ours).
+(b) step_memory: time and peak memory of one DAML training step at Cook County size,
+    one-backward surrogate vs the explicit M×S×P Jacobian (official code's route), same run.
+
+Usage: python benchmarks/run.py [--quick] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import bpr_topk as B
+import torch
+from bpr_topk.experiment import EvalConfig, TrainConfig, baseline_rows, compare, summarise
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+DEFAULT_DATA = (
+    Path(os.environ.get("ICML25_DATA", HERE.parents[2].parent / "shared" / "data"))
+    / "bpr"
+    / "cook_county"
+)
+PAPER_C2 = {  # Table C.2, Cook County IL 2021-22, test: (MAE, RMSE, BPR-100)
+    "NLL-only": (1.03, 1.58, 0.78),
+    "DAML eps=1.0": (1.12, 1.84, 0.80),
+    "BPR-only": (70.31, 152.72, 0.82),
+    "avg over 5": (0.99, 1.58, 0.80),
+    "last step": (1.07, 1.66, 0.76),
+    "chance (ŷ=0)": (1.37, 2.46, 0.20),
+}
+
+
+def machine() -> dict[str, object]:
+    return {
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def load(data_dir: Path) -> B.TopKData:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return B.load_topk_folder(data_dir)
+
+
+def bench_cook(data_dir: Path, quick: bool) -> dict[str, object]:
+    data = load(data_dir)
+    cfg = TrainConfig(
+        epochs=60 if quick else 200,
+        lr=0.1,
+        link="softplus",
+        num_score_samples=20 if quick else 50,
+        num_perturb_samples=50,
+        sigma=0.01,
+        baseline="loo",
+        val_samples=200,
+        warm_start=True,
+        finetune_epochs=20 if quick else 100,
+        finetune_lr=0.01,
+    )
+    ev = EvalConfig(trials=3 if quick else 10, num_samples=1000, window=5)
+    seeds = [0] if quick else [0, 1, 2]
+    t0 = time.time()
+    rows = compare(data, "negbin", 100, ["NLL-only", "DAML eps=1.0", "BPR-only"], seeds, cfg, ev)
+    rows += baseline_rows(data, 100, ev)
+    summary = summarise(rows)
+    nll_only = next(s for s in summary if s["method"] == "NLL-only")
+    daml = next(s for s in summary if s["method"] == "DAML eps=1.0")
+    return {
+        "name": "cook_county",
+        "K": 100,
+        "seeds": seeds,
+        "train_config": vars(cfg),
+        "eval_config": vars(ev),
+        "rows": rows,
+        "summary": summary,
+        "paper_table_c2": {k: dict(zip(("mae", "rmse", "bpr"), v)) for k, v in PAPER_C2.items()},
+        "targets": {
+            "daml_bpr_ge_nll_only": daml["bpr"] >= nll_only["bpr"],
+            "daml_nll_within_5pct": daml["nll"] <= 1.05 * nll_only["nll"],
+        },
+        "wall_time_s": time.time() - t0,
+    }
+
+
+# ------------------------------------------------------------------------ (b) memory / time
+
+
+def _peak_reset() -> int:
+    """Reset the kernel's peak-RSS mark (Linux) and return the current RSS in bytes."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    return _status("VmRSS")
+
+
+def _status(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _step_worker(method: str, M: int, repeats: int, grad_file: str, data_dir: str) -> None:
+    """Runs in a subprocess: one training step per repeat; prints JSON with time and memory."""
+    torch.set_num_threads(1)
+    data = load(Path(data_dir))
+    tr = data.train
+    model = B.NegBinMixedEffects(data.num_sites, data.num_features, link="softplus",
+                                 generator=torch.Generator().manual_seed(0))  # fmt: skip
+    params = list(model.parameters())
+    kw = {"num_score_samples": M, "num_perturb_samples": 50, "score": "per_site"}
+    times, peaks, grads = [], [], None
+    for _ in range(repeats):
+        model.zero_grad(set_to_none=True)
+        torch.manual_seed(0)
+        loss = B.DAMLLoss(100, generator=torch.Generator().manual_seed(0), **kw)
+        base = _peak_reset()
+        t = time.perf_counter()
+        if method == "surrogate":
+            loss(model, tr.y, tr.X, tr.time).loss.backward()
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        else:
+            grads = explicit_step(model, loss, tr)
+        times.append(time.perf_counter() - t)
+        peaks.append(_status("VmHWM") - base)
+    torch.save([g.detach() for g in grads], grad_file)  # type: ignore[union-attr]
+    print(json.dumps({"times": times, "peak_bytes": peaks}))
+
+
+def explicit_step(model: B.NegBinMixedEffects, loss: B.DAMLLoss, tr: B.Split) -> list[torch.Tensor]:
+    """Official-code route: per time step, the [M, S, P] Jacobian of per-site log-probs."""
+    params = list(model.parameters())
+    samples = model.sample(loss.num_score_samples, tr.X, tr.time)
+    f = B.ratio_values(samples, loss.denominator_offset)
+    r = f.mean(0).requires_grad_(True)
+    b = B.perturbed_topk(r, loss.k, loss.sigma, loss.num_perturb_samples, generator=loss.generator)
+    y = tr.y.to(r.dtype)
+    best = (y * B.topk_mask(y, loss.k)).sum(-1)
+    hinge = torch.relu(loss.eps - (y * b).sum(-1) / best)
+    (g_r,) = torch.autograd.grad(loss.lam * hinge.sum(), r)
+    total = [torch.zeros_like(p) for p in params]
+    for t in range(tr.y.shape[0]):
+        X, tt = tr.X[t : t + 1], tr.time[t : t + 1]
+        grads = B.explicit_jacobian_grad(
+            lambda X=X, tt=tt, t=t: model.log_prob(samples[:, t : t + 1], X, tt),
+            params, f[:, t : t + 1], g_r[t : t + 1], "per_site", chunk_size=512,
+        )  # fmt: skip
+        total = [a + g for a, g in zip(total, grads)]
+    nll_grads = torch.autograd.grad(
+        B.nll_term(model, tr.y, tr.X, tr.time), params, allow_unused=True
+    )
+    return [a + (g if g is not None else 0) for a, g in zip(total, nll_grads)]
+
+
+def bench_memory(data_dir: Path, quick: bool) -> dict[str, object]:
+    M = 10 if quick else 20
+    out: dict[str, object] = {"name": "step_memory", "M": M, "J": 50, "score": "per_site"}
+    grads = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for method, reps in (("surrogate", 5), ("explicit_jacobian", 2 if quick else 3)):
+            gf = str(Path(tmp) / f"{method}.pt")
+            cmd = [
+                sys.executable,
+                __file__,
+                "--_worker",
+                method,
+                str(M),
+                str(reps),
+                gf,
+                str(data_dir),
+            ]
+            res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            rec = json.loads(res.stdout.strip().splitlines()[-1])
+            out[method] = {
+                "times_s": rec["times"],
+                "median_time_s": statistics.median(rec["times"]),
+                "peak_bytes": rec["peak_bytes"],
+                "median_peak_bytes": statistics.median(rec["peak_bytes"]),
+            }
+            grads[method] = torch.load(gf)
+    data = load(data_dir)
+    P = 2 * data.num_sites + data.num_features + 5
+    sur, exp = out["surrogate"], out["explicit_jacobian"]  # type: ignore[index]
+    num = max(
+        float((a - b).abs().max()) for a, b in zip(grads["surrogate"], grads["explicit_jacobian"])
+    )
+    den = max(float(b.abs().max()) for b in grads["explicit_jacobian"])
+    out.update(
+        S=data.num_sites, T=data.train.num_steps, P=P,
+        jacobian_bytes_per_step=M * data.num_sites * P * 4,
+        memory_ratio=exp["median_peak_bytes"] / max(sur["median_peak_bytes"], 1),  # type: ignore[index]
+        time_ratio=exp["median_time_s"] / sur["median_time_s"],  # type: ignore[index]
+        grad_max_rel_diff=num / den,
+    )  # fmt: skip
+    return out
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--_worker":
+        _, _, method, M, reps, gf, data_dir = sys.argv
+        _step_worker(method, int(M), int(reps), gf, data_dir)
+        return 0
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--quick", action="store_true", help="1 seed, short training, small M")
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="Cook County folder")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    if not (args.data / "train_x.csv").is_file():
+        print(f"Cook County data not found at {args.data}; nothing to benchmark", file=sys.stderr)
+        return 0
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    meta = {"machine": machine(), "command": " ".join(["python", *sys.argv]), "quick": args.quick}
+    for fn in (bench_cook, bench_memory):
+        t = time.time()
+        res = fn(args.data, args.quick)
+        res.update(meta)
+        res["bench_wall_time_s"] = time.time() - t
+        path = RESULTS / f"{res['name']}.json"
+        path.write_text(json.dumps(res, indent=2, default=str))
+        print(f"wrote {path} ({res['bench_wall_time_s']:.0f} s)")
+    subprocess.run([sys.executable, str(HERE / "render.py")], check=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
