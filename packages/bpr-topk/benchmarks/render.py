@@ -77,7 +77,7 @@ def render() -> str:
         path = HERE / "results" / f"{name}.json"
         if path.is_file():
             res = json.loads(path.read_text())
-            parts += fn(res) + [""]
+            parts += [*fn(res), ""]
             cmd = res["command"]
             mach = res["machine"]
     if not parts:

@@ -1,0 +1,76 @@
+import math
+
+import pytest
+import torch
+from bpr_topk import NegBinMixedEffects, TruncatedNormal, TruncNormMixture
+from torch.distributions import MultivariateNormal, NegativeBinomial
+
+
+def _negbin(link="exp"):
+    m = NegBinMixedEffects(6, 3, link=link, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        m.b0.normal_()
+        m.b1.normal_(0, 0.1)
+    X, time = torch.randn(4, 6, 3), torch.arange(4.0)[:, None].expand(4, 6)
+    return m, X, time
+
+
+@pytest.mark.parametrize("link", ["exp", "softplus"])
+def test_negbin_log_prob_and_mean_formula(link):
+    m, X, time = _negbin(link)
+    eta = m.beta0 + X @ m.beta + m.b0 + m.b1 * time
+    g = torch.exp(eta) if link == "exp" else torch.nn.functional.softplus(eta)
+    q = torch.sigmoid(m.zeta)
+    y = torch.randint(0, 5, (4, 6))
+    ref = NegativeBinomial(total_count=g, probs=q).log_prob(y.float())
+    assert torch.allclose(m.log_prob(y, X, time), ref, atol=1e-5)
+    assert torch.allclose(m.mean(X, time), g * q / (1 - q), rtol=1e-5)
+    assert sum(p.numel() for p in m.parameters()) == 2 * 6 + 3 + 5
+
+
+def test_mvn_prior_matches_torch():
+    m, _, _ = _negbin()
+    ref = MultivariateNormal(torch.zeros(2), m.covariance()).log_prob(torch.stack([m.b0, m.b1], -1))
+    assert torch.allclose(m.log_prior(), ref.sum(), rtol=1e-5)
+    code = NegBinMixedEffects(6, 3, prior="code")
+    assert code.log_prior().item() == 0.0  # b = 0 at init; no log-det term
+
+
+def test_truncated_normal_integrates_to_one_and_samples_in_support():
+    d = TruncatedNormal(torch.tensor([5.0, 140.0]), torch.tensor([3.0, 20.0]), 0.0, 150.0)
+    x = torch.linspace(0, 150, 200_001)[:, None]
+    dens = d.log_prob(x).exp()
+    integral = torch.trapezoid(dens, x[:, 0], dim=0)
+    assert torch.allclose(integral, torch.ones(2), atol=1e-4)
+    s = d.sample((5000,))
+    assert float(s.min()) >= 0.0 and float(s.max()) <= 150.0
+    assert torch.allclose(s.mean(0), d.mean, rtol=0.03)
+    assert d.log_prob(torch.tensor([-1.0, 151.0])).isinf().all()
+
+
+def test_mixture_shapes_official_init_and_state_dict_round_trip():
+    m = TruncNormMixture.official_init(3)
+    X = torch.zeros(10, 7, 0)
+    assert m.sample(4, X).shape == (4, 10, 7)
+    assert m.log_prob(torch.ones(4, 10, 7) * 20, X).shape == (4, 10, 7)
+    m2 = TruncNormMixture(**m.config())
+    m2.load_state_dict(m.state_dict())
+    y = torch.full((10, 7), 30.0)
+    assert torch.equal(m.log_prob(y, X), m2.log_prob(y, X))
+    a, b = TruncNormMixture.official_init(0), TruncNormMixture.official_init(1)
+    assert not torch.equal(a.mu_raw, b.mu_raw)
+
+
+def test_bad_model_inputs():
+    with pytest.raises(ValueError, match="link must be"):
+        NegBinMixedEffects(3, 2, link="log")
+    m = NegBinMixedEffects(3, 2)
+    with pytest.raises(ValueError, match="X must have shape"):
+        m(torch.zeros(2, 3, 4), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="needs covariates"):
+        m()
+    with pytest.raises(ValueError, match="M must be"):
+        m.sample(0, torch.zeros(2, 3, 2), torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="low < high"):
+        TruncatedNormal(torch.zeros(1), torch.ones(1), 1.0, 0.0)
+    assert math.isfinite(float(m.log_prior()))
