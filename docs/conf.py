@@ -30,6 +30,8 @@ autodoc_mock_imports = [
     "pytorch_optimizer",
 ]
 autodoc_member_order = "bysource"
+# Inherited torch docstrings reference labels of the PyTorch docs that this site does not have.
+autodoc_inherit_docstrings = False
 autodoc_typehints = "description"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = True
