@@ -52,8 +52,9 @@ def render(res: dict) -> str:
         f"on NC (linear probe): **{yes[t['nc_probe_ge_backbone']]}**; epoch time ≤ 1.3× backbone: "
         f"**{yes[t['epoch_time_le_1.3x']]}**.",
         "",
-        f"Produced by `{res['command']}` in {res['wall_time_s'] / 60:.1f} min "
-        f"(per-seed values in `benchmarks/results/cora.json`).",
+        f"Produced by `{res['command']}` in {res['wall_time_s'] / 60:.1f} min wall time"
+        + (f", {res['cpu_time_s'] / 60:.1f} min CPU" if "cpu_time_s" in res else "")
+        + " (per-seed values in `benchmarks/results/cora.json`).",
     ]
     return "\n".join(lines)
 

@@ -13,6 +13,7 @@ import torch
 
 from .config import LAMBDA_PACES, LOSSES, CurMGAEConfig
 from .data import load_dataset, split_edges
+from .method import DIFFICULTY_NAMES as DIFF
 from .pipeline import (
     METHODS,
     PROTOCOLS,
@@ -98,7 +99,9 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
         "--batch-size", type=int, default=None, help="positives per step (default: 1024)"
     )
     p.add_argument("--lr", type=float, default=None, help="Adam learning rate (default: 0.01)")
-    p.add_argument("--split-seed", type=int, default=234, help="seed of the 85/5/10 edge split")
+    p.add_argument(
+        "--split-seed", type=int, default=234, help="seed of the 85/5/10 edge split (default: 234)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -305,9 +308,14 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
                     *(f"{e[f'share_{k}']:.2f}" for k in ("easy", "medium", "hard")),
                 )
             )
-        print("curriculum (shares of the difficulty-chosen masked edges):")
+        base = [float((data.train_difficulty == k).float().mean()) for k in range(3)]
+        print(
+            "curriculum (shares of the difficulty-chosen masked edges; all training edges: "
+            f"easy {base[0]:.2f}, medium {base[1]:.2f}, hard {base[2]:.2f}):"
+        )
         print(_table(rows))
-    return {"metrics": results, "trace": trace, "epochs": epochs}
+    shares = {n: float((data.train_difficulty == k).float().mean()) for k, n in enumerate(DIFF)}
+    return {"metrics": results, "trace": trace, "epochs": epochs, "base_shares": shares}
 
 
 COMMANDS = {"pretrain": cmd_pretrain, "evaluate": cmd_evaluate, "demo": cmd_demo}
