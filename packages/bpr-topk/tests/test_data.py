@@ -62,7 +62,7 @@ def _edit(path, fn):
 
 def test_missing_file(folder):
     (folder / "valid_y.csv").unlink()
-    with pytest.raises(FileNotFoundError, match="missing valid_y.csv"):
+    with pytest.raises(FileNotFoundError, match=r"missing valid_y\.csv"):
         load_topk_folder(folder)
 
 
@@ -95,21 +95,21 @@ def test_differing_site_sets(folder):
     for name in ("valid_x.csv", "valid_y.csv"):
         _edit(
             folder / name,
-            lambda ls: [ls[0], *[l for l in ls[1:] if not l.startswith("17031000000,")]],
+            lambda ls: [ls[0], *[ln for ln in ls[1:] if not ln.startswith("17031000000,")]],
         )
     with pytest.raises(ValueError, match="site set differs"):
         load_topk_folder(folder)
 
 
 def test_missing_feature_column(folder):
-    _edit(folder / "test_x.csv", lambda ls: [",".join(l.split(",")[:-1]) for l in ls])
+    _edit(folder / "test_x.csv", lambda ls: [",".join(ln.split(",")[:-1]) for ln in ls])
     with pytest.raises(ValueError, match="feature columns differ"):
         load_topk_folder(folder)
 
 
 def test_float_targets_cast_to_int_and_nonintegral_warn(folder, tmp_path):
     for s in ("train", "valid", "test"):
-        _edit(folder / f"{s}_y.csv", lambda ls: [ls[0], *[l + ".0" for l in ls[1:]]])
+        _edit(folder / f"{s}_y.csv", lambda ls: [ls[0], *[ln + ".0" for ln in ls[1:]]])
     assert _load(folder).train.y.dtype == torch.int64
     other = tmp_path / "other"
     shutil.copytree(folder, other)

@@ -21,7 +21,7 @@ def test_daml_eps_zero_and_lambda_zero_give_nll_gradient(small):
     m = TruncNormMixture.official_init(0)
     ref, _ = _grads(m, DAMLLoss(5, objective="nll"), small.train)
     for loss in (DAMLLoss(5, eps=0.0), DAMLLoss(5, lam=0.0)):
-        g, out = _grads(m, loss, small.train)
+        g, _ = _grads(m, loss, small.train)
         for a, b in zip(g, ref):
             assert torch.allclose(a, b, atol=1e-6)
     g, out = _grads(m, DAMLLoss(5, eps=0.0), small.train)
@@ -32,7 +32,7 @@ def test_bpr_only_has_no_nll_term(small):
     m = TruncNormMixture.official_init(0)
     loss = BPRLoss(5, num_score_samples=10, num_perturb_samples=10)
     assert loss.nll_weight == 0.0 and loss.objective == "bpr"
-    g, out = _grads(m, loss, small.train)
+    _, out = _grads(m, loss, small.train)
     bp = out.bpr[~out.bpr.isnan()]
     assert torch.allclose(out.loss, -bp.sum())  # hard forward: loss = −Σ_t BPR_t
     assert out.decision.sum(-1).eq(5).all()

@@ -124,19 +124,21 @@ def _eval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=POS_INT, default=5, help="historical-average window")
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+def build_parser() -> tuple[Parser, dict[str, Parser]]:
     parser = Parser(
         prog=PROG,
         description="Decision-aware (DAML) training and BPR@K evaluation for top-K site selection.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('bpr-topk')}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    subs = {}
+    subs: dict[str, Parser] = {}
     p = sub.add_parser("train", help="fit a forecaster (daml|nll|bpr) and save model.pt")
-    _common(p), _data_args(p), _train_args(p), _eval_args(p)
+    for add in (_common, _data_args, _train_args, _eval_args):
+        add(p)
     subs["train"] = p
     p = sub.add_parser("rank", help="rank sites from a saved model (ratio or mean rule)")
-    _common(p), _data_args(p)
+    for add in (_common, _data_args):
+        add(p)
     p.add_argument("--checkpoint", type=Path, required=True, help="model.pt written by train")
     p.add_argument("--rule", choices=["ratio", "mean"], default="ratio", help="ranking rule")
     p.add_argument("--samples", type=POS_INT, default=1000, help="samples for the ratio rule")
@@ -144,7 +146,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     p.add_argument("--split", choices=list(SPLITS), default="test", help="split to rank")
     subs["rank"] = p
     p = sub.add_parser("evaluate", help="BPR@K, NLL, MAE of saved models vs baselines + plot")
-    _common(p), _data_args(p), _eval_args(p)
+    for add in (_common, _data_args, _eval_args):
+        add(p)
     p.add_argument("--checkpoints", type=Path, nargs="*", default=[], help="model.pt files")
     subs["evaluate"] = p
     p = sub.add_parser("demo", help="synthetic7: NLL vs DAML vs BPR-only, Pareto plot")
@@ -473,7 +476,7 @@ def cmd_toy(args: argparse.Namespace, start: float) -> int:
     paper = {1: (0.107, 0.538), 3: (0.231, 0.625), 6: (0.636, 0.810)}
     table = []
     for k, (pm, pr) in paper.items():
-        row = {"K": k, "paper_mean": pm, "paper_ratio": pr}
+        row: dict[str, float] = {"K": k, "paper_mean": pm, "paper_ratio": pr}
         for name, r in ratings.items():
             row[name] = float((bpr(vals, r.expand_as(vals), k) * probs).sum())
         table.append(row)
@@ -482,10 +485,11 @@ def cmd_toy(args: argparse.Namespace, start: float) -> int:
         args,
         f"{'K':>3} {'mean rating':>12} {'ratio rating':>13} {'paper mean':>11} {'paper ratio':>12}",
     )
-    for r in table:
+    for row in table:
         _say(
             args,
-            f"{r['K']:>3} {r['mean']:>12.3f} {r['ratio']:>13.3f} {r['paper_mean']:>11.3f} {r['paper_ratio']:>12.3f}",
+            f"{row['K']:>3} {row['mean']:>12.3f} {row['ratio']:>13.3f} "
+            f"{row['paper_mean']:>11.3f} {row['paper_ratio']:>12.3f}",
         )
     return 0
 

@@ -258,7 +258,7 @@ def load_topk_folder(
     offset = float(raw["train"]["times"][0]) if time_offset is None else float(time_offset)  # type: ignore[index]
     splits: dict[str, Split] = {}
     for s in SPLITS:
-        cols = raw[s]["cols"]
+        cols = raw[s]["cols"]  # type: ignore[assignment]
         time = torch.as_tensor(raw[s]["time_col"] - offset, dtype=torch.float32)  # type: ignore[operator]
         feats_arr = [cols[c] for c in kept]  # type: ignore[index]
         X = torch.as_tensor(
@@ -439,11 +439,11 @@ def make_panel(sites: int = 400, seed: int = 0) -> TopKData:
     t = np.arange(T)[:, None]
     log_mu = -0.5 + z @ np.array([0.5, 0.2, 0.1, 0.3]) + b0 + b1 * t  # [T, S]
     mu = np.exp(log_mu)
-    y = rng.negative_binomial(2, 2 / (2 + mu))
+    y = rng.negative_binomial(2, 2 / (2 + mu)).astype(np.int64)
     burst = rng.negative_binomial(2, 2 / (2 + 4 * mu)) * (rng.random((T, sites)) >= 0.75)
-    y = np.where(bursty[None, :], burst, y)
-    gx, gy = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
-    gx, gy = gx.reshape(-1), gy.reshape(-1)
+    y = np.where(bursty[None, :], burst, y).astype(np.int64)
+    grid_x, grid_y = np.meshgrid(np.arange(side), np.arange(side), indexing="ij")
+    gx, gy = grid_x.reshape(-1), grid_y.reshape(-1)
     lat = 41.47 + (42.15 - 41.47) * gx / max(side - 1, 1)
     lon = -88.26 + (-87.53 + 88.26) * gy / max(side - 1, 1)
     neigh = (np.abs(gx[:, None] - gx[None, :]) <= 1) & (np.abs(gy[:, None] - gy[None, :]) <= 1)

@@ -204,7 +204,9 @@ def compare(
         reference, nll_state = None, None
         for method in methods:
             objective, eps = parse_method(method)
-            init = nll_state if cfg.warm_start and objective != "nll" else None
+            init: dict[str, torch.Tensor] | None = (
+                nll_state if cfg.warm_start and objective != "nll" else None
+            )
             model, result = train_one(
                 data, kind, k, objective, eps, seed, cfg, reference, progress, init
             )

@@ -204,7 +204,7 @@ class TruncatedNormal(Distribution):
         inside = (value >= self.low) & (value <= self.high)
         return torch.where(inside, lp, torch.full_like(lp, -math.inf))
 
-    def rsample(self, sample_shape: torch.Size | tuple[int, ...] = ()) -> Tensor:
+    def rsample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = ()) -> Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
         u = torch.rand(shape, dtype=self.loc.dtype, device=self.loc.device)
         eps = torch.finfo(self.loc.dtype).eps
@@ -286,7 +286,7 @@ class TruncNormMixture(ForecastModel):
     def forward(self, X: Tensor | None = None, time: Tensor | None = None) -> Distribution:
         mu = F.softplus(self.mu_raw)
         sigma = F.softplus(self.sigma_raw) + 0.2
-        logits = self.logits
+        logits: Tensor = self.logits
         if X is not None:
             if X.shape[-2] != self.num_sites:
                 raise ValueError(f"X must have {self.num_sites} sites; got {tuple(X.shape)}")
