@@ -141,3 +141,49 @@ def test_cli_config_file_and_bad_input(tmp_path, capsys):
     assert "--method" in capsys.readouterr().err
     assert main(["pretrain", "--dataset", "Cora", "--root", str(tmp_path)]) == 2
     assert "ind.cora.x" in capsys.readouterr().err
+
+
+def test_path_and_random_masks(tiny_split):
+    from curmgae import path_mask, random_mask
+    from curmgae.masking import edge_units
+
+    units = edge_units(tiny_split.edge_index)
+    g1, g2 = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    a = path_mask(units, tiny_split.num_nodes, "undirected", 0.5, 3, g1)
+    b = path_mask(units, tiny_split.num_nodes, "undirected", 0.5, 3, g2)
+    assert torch.equal(a, b) and 0 < int(a.sum()) < units.size(1)
+    r = random_mask(units.size(1), 0.7, torch.Generator().manual_seed(0))
+    assert int(r.sum()) == int(0.7 * units.size(1))
+
+
+def test_cli_on_cora_folder(tmp_path, monkeypatch):
+    from conftest import data_root
+
+    root = data_root() / "planetoid"
+    if not (root / "Cora" / "raw").is_dir():
+        pytest.skip(f"Cora raw files not found at {root / 'Cora' / 'raw'}")
+    monkeypatch.setenv("CURMGAE_CACHE", str(tmp_path / "cache"))
+    out = str(tmp_path / "cora")
+    common = ["--out", out, "--quiet"]
+    assert (
+        main(
+            [
+                "pretrain",
+                "--dataset",
+                "Cora",
+                "--root",
+                str(root),
+                "--epochs",
+                "1",
+                "--hidden",
+                "16",
+                "--batch-size",
+                "8192",
+                *common,
+            ]
+        )
+        == 0
+    )
+    assert main(["evaluate", "--task", "link", *common]) == 0
+    r = json.loads((tmp_path / "cora" / "results.json").read_text())
+    assert 0.5 < r["metrics"]["lp_auc"] <= 1.0
