@@ -69,6 +69,24 @@ def render() -> str:
         f"{PAPER_TIME['fedgmt'] / PAPER_TIME['fedavg']:.2f} | "
         f"{PAPER_TIME['fedgmt'] / PAPER_TIME['fedsam']:.2f} |"
     )
+    mn_path = HERE / "results" / "mnist.json"
+    if mn_path.exists():
+        mn = json.loads(mn_path.read_text())
+        ms = mn["methods"]
+        gap = ms["fedgmt"]["mean"] - max(ms["fedavg"]["mean"], ms["fedsam"]["mean"])
+        lines += [
+            "",
+            f"MNIST ({mn['setup']}; {mn['rounds']} rounds, seeds {mn['seeds']}), last-10 accuracy "
+            "(%) and client time ratios (compute-bound regime: a larger MLP, B = 50):",
+            "",
+            "| dataset | " + " | ".join(methods) + " | FedGMT − max(FedAvg, FedSAM) "
+            "| FedGMT / FedAvg time | FedGMT / FedSAM time |",
+            "|---|" + "---|" * (len(methods) + 3),
+            "| MNIST Dir(0.1) | "
+            + " | ".join(f"{_pct(ms[m]['mean'])} ± {_pct(ms[m]['std'])}" for m in methods)
+            + f" | {100 * gap:+.2f} | {mn['median_ratio_fedavg']:.2f} "
+            f"| {mn['median_ratio_fedsam']:.2f} |",
+        ]
     dp_path = HERE / "results" / "dp.json"
     if dp_path.exists():
         dp = json.loads(dp_path.read_text())

@@ -139,20 +139,32 @@ def trajectory_kl(z: Tensor, s: Tensor, tau: float) -> Tensor:
 
     Its gradient w.r.t. ``z`` is ``tau * (softmax(z/tau) - softmax(s/tau)) / B``.
     """
+    return kl_to_teacher(z, F.log_softmax(s / tau, dim=1), tau)
+
+
+def kl_to_teacher(z: Tensor, teacher_logp: Tensor, tau: float) -> Tensor:
+    """:func:`trajectory_kl` with the teacher given as log-probabilities ``log_softmax(s/tau)``."""
     return (tau**2) * F.kl_div(
-        F.log_softmax(z / tau, dim=1), F.softmax(s / tau, dim=1), reduction="batchmean"
+        F.log_softmax(z / tau, dim=1), teacher_logp, reduction="batchmean", log_target=True
+    )
+
+
+@torch.no_grad()
+def _teacher_logp(teacher: nn.Module, x: Tensor, tau: float, chunk: int = 4096) -> Tensor:
+    return torch.cat(
+        [F.log_softmax(teacher(x[s : s + chunk]) / tau, dim=1) for s in range(0, len(x), chunk)]
     )
 
 
 def _batches(
     x: Tensor, y: Tensor, batch_size: int, epochs: int, generator: torch.Generator
-) -> Iterable[tuple[Tensor, Tensor]]:
+) -> Iterable[tuple[Tensor, Tensor, Tensor | None]]:
     n = len(y)
     for _ in range(epochs):
         perm = torch.randperm(n, generator=generator)
         for start in range(0, n, batch_size):
             idx = perm[start : start + batch_size]
-            yield x[idx], y[idx]
+            yield x[idx], y[idx], idx
 
 
 def client_update(
@@ -255,23 +267,32 @@ def client_update(
         from .dp import make_private  # optional dependency: fedgmt[dp]
 
         dp_ctx = make_private(model, opt, x, y, cfg, client_state, generator)
-        train_module, step_opt, batches = dp_ctx.module, dp_ctx.optimizer, dp_ctx.batches()
+        train_module, step_opt = dp_ctx.module, dp_ctx.optimizer
+        batches: Iterable[tuple[Tensor, Tensor, Tensor | None]] = (
+            (xb, yb, None) for xb, yb in dp_ctx.batches()
+        )
+        teacher_all = None
     else:
         batches = _batches(x, y, cfg.batch_size, cfg.local_epochs, generator)
+        # The teacher e_t is frozen during the round, so its outputs on the client's data are
+        # computed once (one pass over n_i samples instead of one teacher forward per step).
+        teacher_all = _teacher_logp(teacher, x, cfg.tau) if teacher is not None else None
 
     sam = method in SAM_METHODS
     rho = cfg.rho
     steps, loss_sum, kl_sum = 0, 0.0, 0.0
-    for xb, yb in batches:
+    for xb, yb, idx in batches:
         if len(yb) == 0:
             continue
         step_opt.zero_grad(set_to_none=True)
         z = train_module(xb)
         loss = crit(z, yb)
         if teacher is not None:
-            with torch.no_grad():
-                s = teacher(xb)
-            kl = cfg.gamma * trajectory_kl(z, s, cfg.tau)
+            if teacher_all is not None and idx is not None:
+                t_logp = teacher_all[idx]
+            else:
+                t_logp = _teacher_logp(teacher, xb, cfg.tau)
+            kl = cfg.gamma * kl_to_teacher(z, t_logp, cfg.tau)
             kl_sum += float(kl.detach())
             loss = loss + kl
         if not torch.isfinite(loss):
