@@ -8,7 +8,9 @@ from curmgae import make_curriculum_sbm, split_edges
 torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session")
 def data_root() -> Path:
+    """Shared real data (``$ICML25_DATA`` or ``<repo>/../shared/data``)."""
     default = Path(__file__).resolve().parents[3].parent / "shared" / "data"
     return Path(os.environ.get("ICML25_DATA", default))
 

@@ -3,7 +3,6 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from conftest import data_root
 from curmgae import load_dataset, load_planetoid, make_curriculum_sbm, prepare_graph, split_edges
 from torch_geometric.data import Data
 
@@ -83,8 +82,8 @@ def test_npz_loader(tmp_path):
     assert d.edge_index.size(1) == 6 and d.y.tolist() == [0, 1, 2, 3]
 
 
-def test_cora_offline(tmp_path, monkeypatch):
-    raw = data_root() / "planetoid" / "Cora" / "raw"
+def test_cora_offline(tmp_path, monkeypatch, data_root):
+    raw = data_root / "planetoid" / "Cora" / "raw"
     if not raw.is_dir():
         pytest.skip(f"Cora raw files not found at {raw}")
     monkeypatch.setenv("CURMGAE_CACHE", str(tmp_path / "cache"))

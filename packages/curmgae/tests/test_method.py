@@ -156,10 +156,8 @@ def test_path_and_random_masks(tiny_split):
     assert int(r.sum()) == int(0.7 * units.size(1))
 
 
-def test_cli_on_cora_folder(tmp_path, monkeypatch):
-    from conftest import data_root
-
-    root = data_root() / "planetoid"
+def test_cli_on_cora_folder(tmp_path, monkeypatch, data_root):
+    root = data_root / "planetoid"
     if not (root / "Cora" / "raw").is_dir():
         pytest.skip(f"Cora raw files not found at {root / 'Cora' / 'raw'}")
     monkeypatch.setenv("CURMGAE_CACHE", str(tmp_path / "cache"))
