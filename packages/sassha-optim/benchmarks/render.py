@@ -53,6 +53,14 @@ def accuracy_table(acc: dict) -> list[str]:
             f"Sassha ≥ AdamW: **{'met' if tg['sassha_ge_adamw'] else 'missed'}**, "
             f"Sassha ≥ SAM: **{'met' if tg['sassha_ge_sam'] else 'missed'}**"
         )
+    for task, t in tasks.items():  # spec §8 direction: flatter minima with the SAM perturbation
+        opts = t["optimizers"]
+        if "sassha-rho0" in opts:
+            pairs = zip(opts["sassha"]["runs"], opts["sassha-rho0"]["runs"])
+            wins = sum(a["lambda_max"] < b["lambda_max"] for a, b in pairs)
+            notes.append(
+                f"{task}: λ_max(Sassha ρ=0.2) < λ_max(Sassha ρ=0) in {wins}/{len(opts['sassha']['runs'])} seeds"
+            )
     return [*lines, "", *[f"- {n}" for n in notes]]
 
 
