@@ -29,6 +29,7 @@ class FitHistory:
 
     losses: list[float] = field(default_factory=list)
     epoch_times: list[float] = field(default_factory=list)
+    epoch_cpu_times: list[float] = field(default_factory=list)
     val_auc: list[tuple[int, float]] = field(default_factory=list)
     best_epoch: int = 0
     trace: list[dict[str, Any]] = field(default_factory=list)
@@ -37,6 +38,7 @@ class FitHistory:
         return {
             "losses": self.losses,
             "epoch_times": self.epoch_times,
+            "epoch_cpu_times": self.epoch_cpu_times,
             "val_auc": self.val_auc,
             "best_epoch": self.best_epoch,
             "trace": self.trace,
@@ -248,7 +250,7 @@ class CurMGAE(nn.Module):
 
             iterator = tqdm(iterator, desc=f"fit[{cfg.masking}]", leave=False)
         for epoch in iterator:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             # ---- S-step (curriculum) or baseline mask: which units are hidden this epoch
             new_mask = self._select_mask(epoch, x, ei, units, n, gen)
             if new_mask is not None:
@@ -277,6 +279,7 @@ class CurMGAE(nn.Module):
                 total += float(loss.detach()) * pos.size(1)
                 count += pos.size(1)
             hist.epoch_times.append(time.perf_counter() - t0)
+            hist.epoch_cpu_times.append(time.process_time() - c0)
             hist.losses.append(total / max(count, 1))
             if has_val and (epoch % cfg.eval_every == 0 or epoch == T):
                 auc = self.link_prediction(g, "val")["auc"]
