@@ -12,7 +12,7 @@ def test_parq_and_binaryrelax_beat_ste_at_one_bit():
     acc = {}
     for method in ("fp", "ste", "binaryrelax", "parq"):
         runs = [
-            train(TrainConfig(method=method, bits=1, epochs=30, seed=s), make_synthetic(seed=s))
+            train(TrainConfig(method=method, bits=1, epochs=20, seed=s), make_synthetic(seed=s))
             for s in range(3)
         ]
         acc[method] = statistics.fmean(r["test_acc"] for r in runs)
