@@ -12,7 +12,8 @@ def test_train_rank_evaluate_end_to_end(tmp_path):
     assert rc == 0
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"epochs": 3, "M": 5, "J": 5, "objective": "daml"}))
-    rc = main(["train", *base, "--config", str(cfg), "--out", str(tmp_path / "daml")])
+    init = ["--init", str(tmp_path / "nll" / "model.pt")]
+    rc = main(["train", *base, *init, "--config", str(cfg), "--out", str(tmp_path / "daml")])
     assert rc == 0
     res = json.loads((tmp_path / "daml" / "results.json").read_text())
     assert res["config"]["epochs"] == 3 and res["metrics"][0]["method"].startswith("DAML")

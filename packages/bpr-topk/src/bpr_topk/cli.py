@@ -27,6 +27,7 @@ from .experiment import (
     evaluate_rows,
     format_table,
     pareto_plot,
+    selected_valid_bpr,
     summarise,
     train_one,
 )
@@ -114,7 +115,12 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--selection", choices=["paper", "code", "last"], default="paper", help="checkpoint rule"
     )
-    p.add_argument("--reference-bpr", type=UNIT_FLOAT, help="ML valid BPR for DAML selection")
+    p.add_argument(
+        "--reference-bpr",
+        type=UNIT_FLOAT,
+        help="ML valid BPR for DAML selection (default: the --init checkpoint's)",
+    )
+    p.add_argument("--init", type=Path, help="warm start from a model.pt (e.g. the NLL-only run)")
 
 
 def _eval_args(p: argparse.ArgumentParser) -> None:
@@ -294,7 +300,7 @@ def _say(args: argparse.Namespace, text: str) -> None:
 
 def _load_checkpoint(path: Path, data: TopKData) -> tuple[Any, dict[str, Any]]:
     if not path.is_file():
-        raise CLIError(f"argument --checkpoint(s): file {str(path)!r} not found")
+        raise CLIError(f"argument --checkpoint(s)/--init: file {str(path)!r} not found")
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     model = build_model(ckpt["model"], ckpt["config"])
     model.load_state_dict(ckpt["state_dict"])
@@ -321,9 +327,15 @@ def cmd_train(args: argparse.Namespace, start: float) -> int:
     if kind == "negbin" and data.num_features == 0:
         raise CLIError("argument --model: negbin needs feature columns; this data has none")
     cfg = _train_config(args)
+    init_state, reference = None, args.reference_bpr
+    if args.init is not None:
+        start_model, ckpt = _load_checkpoint(args.init, data)
+        init_state, kind = start_model.state_dict(), ckpt["model"]
+        cfg.link = ckpt["config"].get("link", cfg.link)
+        reference = ckpt.get("valid_bpr") if reference is None else reference
     model, result = train_one(
-        data, kind, k, args.objective, args.eps, args.seed, cfg, args.reference_bpr,
-        progress=not args.quiet,
+        data, kind, k, args.objective, args.eps, args.seed, cfg, reference,
+        progress=not args.quiet, init_state=init_state,
     )  # fmt: skip
     ev = EvalConfig(args.eval_trials, args.eval_samples, args.window, args.split)
     name = {"nll": "NLL-only", "bpr": "BPR-only"}.get(args.objective, f"DAML eps={args.eps:g}")
@@ -340,6 +352,7 @@ def cmd_train(args: argparse.Namespace, start: float) -> int:
             "K": k,
             "objective": args.objective,
             "eps": args.eps,
+            "valid_bpr": selected_valid_bpr(result),
         },
         args.out / "model.pt",
     )
