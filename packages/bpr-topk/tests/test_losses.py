@@ -83,3 +83,17 @@ def test_bad_loss_args():
         DAMLLoss(5, eps=1.5)
     with pytest.raises(ValueError, match=r"y must have shape \[T, S\]"):
         DAMLLoss(5)(TruncNormMixture(7), torch.zeros(7))
+
+
+def test_synthetic7_direction_bpr_only_vs_nll_only():
+    """Robust direction only (spec §8): BPR-only reaches higher test BPR, NLL-only better NLL."""
+    from bpr_topk.experiment import EvalConfig, TrainConfig, compare
+
+    data = make_synthetic7(0, num_train=60, num_valid=20, num_test=60)
+    cfg = TrainConfig(epochs=40, lr=0.1, num_score_samples=10, num_perturb_samples=20,
+                      denominator_offset=0.0, val_samples=50)  # fmt: skip
+    rows = compare(data, "truncnorm", 5, ["NLL-only", "BPR-only"], [0], cfg,
+                   EvalConfig(trials=2, num_samples=200))  # fmt: skip
+    by = {r["method"]: r for r in rows}
+    assert by["BPR-only"]["bpr"] >= by["NLL-only"]["bpr"]
+    assert by["NLL-only"]["nll"] < by["BPR-only"]["nll"]
