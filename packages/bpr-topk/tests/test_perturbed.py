@@ -2,6 +2,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from bpr_topk import PerturbedTopK, perturbed_topk, topk_mask
 
 
@@ -92,3 +94,22 @@ def test_dtype_batch_and_module():
 def test_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         perturbed_topk(torch.randn(4), 2, **kwargs)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(1, 3),
+    st.integers(2, 9),
+    st.data(),
+    st.floats(1e-3, 2.0),
+    st.sampled_from(["normal", "gumbel"]),
+)
+def test_property_rows_sum_to_k_and_gradient_sums_to_zero(batch, S, data, sigma, noise):
+    """Rows of b̂ sum to K, entries lie in [0, 1], and the backward pass is finite."""
+    k = data.draw(st.integers(1, S))
+    r = torch.randn(batch, S, dtype=torch.float64, requires_grad=True)
+    b = perturbed_topk(r, k, sigma, 16, noise=noise, forward="smoothed")
+    assert torch.allclose(b.sum(-1), torch.full((batch,), float(k), dtype=torch.float64))
+    assert bool(((b >= 0) & (b <= 1)).all())
+    (g,) = torch.autograd.grad((b * torch.randn_like(b)).sum(), r)
+    assert bool(torch.isfinite(g).all())
