@@ -2,9 +2,9 @@ import math
 
 import pytest
 import torch
+from bpr_topk import PerturbedTopK, perturbed_topk, topk_mask
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from bpr_topk import PerturbedTopK, perturbed_topk, topk_mask
 
 
 def _phi(x):
