@@ -11,6 +11,7 @@ from parq_optim import (
     UnifQuantizer,
     nearest,
 )
+from parq_optim.quant import count_below
 
 CASES = (
     [(UnifQuantizer(), b) for b in (1, 2, 3, 4)]
@@ -164,3 +165,17 @@ def test_bad_tensors():
         UnifQuantizer().quantize(torch.randn(2, 3, 4), 2, dim=-1)
     with pytest.raises(ValueError, match="scale_method"):
         UnifQuantizer(scale_method="median")
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 40), st.integers(0, 10_000), st.booleans())
+def test_count_below_equals_bucketize(m, seed, per_row):
+    g = torch.Generator().manual_seed(seed)
+    B = torch.sort(torch.randn(3, m, generator=g), dim=-1).values
+    u = torch.randn(3, 50, generator=g)
+    u[0, :m] = B[0]  # exact ties with boundaries
+    if per_row:
+        expect = torch.stack([torch.bucketize(u[i], B[i]) for i in range(3)])
+        assert torch.equal(count_below(B, u, dim=-1), expect)
+    else:
+        assert torch.equal(count_below(B[0], u), torch.bucketize(u, B[0]))
