@@ -158,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     name = "digits_quick.json" if args.quick else "digits.json"
     (results / name).write_text(json.dumps(acc, indent=1))
-    mnist_dir = Path(os.environ.get("ICML25_DATA", HERE.parents[3] / "shared" / "data")) / "mnist" / "raw"
+    mnist_dir = (
+        Path(os.environ.get("ICML25_DATA", HERE.parents[3] / "shared" / "data")) / "mnist" / "raw"
+    )
     if mnist_dir.exists() and not args.quick:
         t1 = time.perf_counter()
         mn = mnist_benchmark(40, seeds, str(mnist_dir))

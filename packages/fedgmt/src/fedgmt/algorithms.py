@@ -200,7 +200,7 @@ def client_update(
         raise ValueError(f"client {partition_id} has no training data")
     model.load_state_dict(payload.arrays)
     model.train()
-    params = dict(model.named_parameters())
+    params: Params = dict(model.named_parameters())
     w_t = _clone(params)
     beta = method_beta(method, cfg)
     dual = not math.isinf(beta)
@@ -341,7 +341,7 @@ def _sam_gradient(
     """Replace ``p.grad`` by the SAM gradient at ``w + rho g / (||g|| + 1e-12)`` (FedSAM)."""
     with torch.no_grad():
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params.values()]
-        norm = torch.sqrt(sum((g * g).sum() for g in grads))
+        norm = torch.sqrt(torch.stack([(g * g).sum() for g in grads]).sum())
         eps = [g * (rho / (norm + 1e-12)) for g in grads]
         for p, e in zip(params.values(), eps):
             p.add_(e)

@@ -11,7 +11,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .config import DATASETS, METHODS, PARTITIONS, FedConfig
 
@@ -65,7 +65,7 @@ _FLAGS: list[tuple[str, str, Any, str]] = [
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         sys.stderr.write(f"fedgmt: error: {message}\n")
         raise SystemExit(2)
 
@@ -148,8 +148,8 @@ def _resolve(
             values[k] = v
     fields = set(FedConfig.__dataclass_fields__)
     alias = {"fraction": "fraction_train", "rounds": "num_rounds", "dirichlet": "dirichlet_alpha"}
-    cfg_kw = {}
-    opts = {}
+    cfg_kw: dict[str, Any] = {}
+    opts: dict[str, Any] = {}
     for k, v in values.items():
         k = alias.get(k, k)
         (cfg_kw if k in fields else opts)[k] = v

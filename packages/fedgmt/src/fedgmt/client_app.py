@@ -62,25 +62,29 @@ def client_handlers(
     data_fn = data_fn or _default_data_fn
 
     def query(msg: Message, context: Context) -> Message:
-        cfg = config_from_record(msg.content["config"])
+        cfg = config_from_record(msg.content.config_records["config"])
         pid = _partition_id(context)
         n = len(data_fn(cfg, pid)[1])
         metrics = MetricRecord({"partition-id": pid, "num-examples": n})
         return Message(RecordDict({"metrics": metrics}), reply_to=msg)
 
     def train(msg: Message, context: Context) -> Message:
-        rec = msg.content["config"]
+        rec = msg.content.config_records["config"]
         cfg = config_from_record(rec)
         torch.set_num_threads(cfg.client_threads)
         pid = _partition_id(context)
-        t = int(rec["server-round"])
+        t = int(rec["server-round"])  # type: ignore[arg-type]
         content = msg.content
         payload = core.Payload(
-            arrays=from_record(content["arrays"]),
-            lr=float(rec["round-lr"]),
+            arrays=from_record(content.array_records["arrays"]),
+            lr=float(rec["round-lr"]),  # type: ignore[arg-type]
             round=t,
-            ema=from_record(content["ema"]) if "ema" in content.array_records else None,
-            control=from_record(content["control"]) if "control" in content.array_records else None,
+            ema=from_record(content.array_records["ema"])
+            if "ema" in content.array_records
+            else None,
+            control=from_record(content.array_records["control"])
+            if "control" in content.array_records
+            else None,
         )
         client_state = load_client_state(context.state)
         reply = core.client_update(
@@ -94,9 +98,8 @@ def client_handlers(
             partition_id=pid,
         )
         save_client_state(context.state, client_state)
-        out = RecordDict(
-            {"arrays": to_record(reply.arrays), "metrics": MetricRecord(reply.metrics)}
-        )
+        metrics = MetricRecord(dict(reply.metrics))  # type: ignore[arg-type]
+        out = RecordDict({"arrays": to_record(reply.arrays), "metrics": metrics})
         if reply.control_delta is not None:
             out["control-delta"] = to_record(reply.control_delta)
         return Message(out, reply_to=msg)

@@ -339,7 +339,10 @@ def synthetic_clients(
         x = rng.normal(v, np.sqrt(cov), (n, 60)).astype(np.float32)
         y = np.argmax(x @ w.T + bias, axis=1)
         k = int(0.8 * n)
-        xs_tr.append(x[:k]), ys_tr.append(y[:k]), xs_te.append(x[k:]), ys_te.append(y[k:])
+        xs_tr.append(x[:k])
+        ys_tr.append(y[:k])
+        xs_te.append(x[k:])
+        ys_te.append(y[k:])
         parts.append(np.arange(offset, offset + k))
         offset += k
     return (

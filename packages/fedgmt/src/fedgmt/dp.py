@@ -58,8 +58,9 @@ class DPContext:
             "mechanism": self.engine.accountant.mechanism(),
         }
         eps = float(self.engine.accountant.get_epsilon(self.delta)) if hist else 0.0
-        if hasattr(self.module, "_close"):
-            self.module._close()
+        close = getattr(self.module, "_close", None)
+        if callable(close):
+            close()
         for p in self.module.parameters():
             if hasattr(p, "grad_sample"):
                 p.grad_sample = None

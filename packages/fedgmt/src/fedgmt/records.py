@@ -41,9 +41,10 @@ def load_client_state(state: RecordDict) -> dict[str, Any]:
         if key in state.array_records:
             out[key] = from_record(state.array_records[key])
     if "fedgmt-meta" in state.config_records:
-        out["participations"] = int(state.config_records["fedgmt-meta"]["participations"])
+        meta: dict[str, Any] = dict(state.config_records["fedgmt-meta"])
+        out["participations"] = int(meta["participations"])
     if "dp" in state.config_records:
-        rec = state.config_records["dp"]
+        rec: dict[str, Any] = dict(state.config_records["dp"])
         out["dp"] = {
             "noise": list(rec["noise"]),
             "rate": list(rec["rate"]),

@@ -14,6 +14,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.common import log
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
+from torch import nn
 
 from . import algorithms as core
 from .config import FedConfig
@@ -61,9 +62,10 @@ def handshake(
             raise RuntimeError(
                 f"handshake failed on node {r.metadata.src_node_id}: {r.error.reason}"
             )
-        m = r.content["metrics"]
-        node_of[int(m["partition-id"])] = r.metadata.src_node_id
-        sizes[int(m["partition-id"])] = int(m["num-examples"])
+        m = r.content.metric_records["metrics"]
+        pid = int(m["partition-id"])  # type: ignore[arg-type]
+        node_of[pid] = r.metadata.src_node_id
+        sizes[pid] = int(m["num-examples"])  # type: ignore[arg-type]
     if sorted(node_of) != list(range(cfg.num_clients)):
         raise ValueError(
             f"expected {cfg.num_clients} nodes with partition-id 0..{cfg.num_clients - 1}, got "
@@ -105,7 +107,7 @@ class AlgorithmStrategy(FedAvg):
         self.history = History(method=cfg.method)
         self._detector = CollapseDetector(data.num_classes if data else 10)
         self._t_round = 0.0
-        self._model = None
+        self._model: nn.Module | None = None
 
     def summary(self) -> None:
         log(INFO, "\t├──> %s (fedgmt) over Flower FedAvg", type(self).__name__)
@@ -125,7 +127,7 @@ class AlgorithmStrategy(FedAvg):
                 self._model = make_model(
                     cfg, self.data.input_dim, self.data.num_classes, self.data.vocab_size
                 )
-                names = [n for n, _ in self._model.named_parameters()]
+                names = core.param_names(self._model)
                 self.history.cost = cost_counters(cfg.method, self._model)
             else:
                 names = [k for k in w_1 if "running_" not in k and "num_batches" not in k]
@@ -159,7 +161,7 @@ class AlgorithmStrategy(FedAvg):
             c = msg.content
             if "metrics" not in c.metric_records or "arrays" not in c.array_records:
                 raise ValueError("train reply lacks 'arrays' or 'metrics'")
-            m = dict(c["metrics"])
+            m: dict[str, Any] = dict(c.metric_records["metrics"])
             for key in ("num-examples", "partition-id"):
                 if key not in m:
                     raise ValueError(
@@ -169,17 +171,17 @@ class AlgorithmStrategy(FedAvg):
                 core.ClientReply(
                     partition_id=int(m["partition-id"]),
                     num_examples=int(m["num-examples"]),
-                    arrays=from_record(c["arrays"]),
+                    arrays=from_record(c.array_records["arrays"]),
                     metrics={k: float(v) for k, v in m.items()},
                     control_delta=(
-                        from_record(c["control-delta"])
+                        from_record(c.array_records["control-delta"])
                         if "control-delta" in c.array_records
                         else None
                     ),
                 )
             )
         if not parsed:
-            reasons = "; ".join(e.error.reason for e in errors)
+            reasons = "; ".join(str(e.error.reason) for e in errors)
             log(WARNING, "round %s: no valid replies (%s)", server_round, reasons)
             if errors and "non-finite" in reasons:
                 from .guard import DivergenceError
