@@ -585,3 +585,43 @@ def test_nonfinite_hessian_raises_or_skips():
     f, _, _ = quartic(A, C)
     opt.step(make_closure(opt, f, w))
     assert opt.global_step == 1 and torch.isfinite(w).all()
+
+
+def test_adaptive_perturbation_closed_form():
+    f, df, d2f = quartic(A, (0.0,) * 4)
+    w = param()
+    w0 = w.detach().clone()
+    lr, rho, eps = 0.1, 0.05, 1e-4
+    opt = Sassha([w], lr=lr, rho=rho, eps=eps, adaptive=True)
+    opt.step(make_closure(opt, f, w))
+    g = df(w0)
+    w_tilde = w0 + rho * w0**2 * g / ((w0.abs() * g).norm() + 1e-12)
+    expected = w0 - lr * df(w_tilde) / (d2f(w_tilde).abs() ** 0.5 + eps)
+    torch.testing.assert_close(w.detach(), expected, rtol=0, atol=1e-12)
+
+
+def test_max_grad_norm_clips_perturbed_gradient():
+    f, df, _ = quartic(A, (0.0,) * 4)
+    w = param()
+    w0 = w.detach().clone()
+    lr, clip = 0.1, 0.5
+    opt = Sassha([w], lr=lr, rho=0.0, hessian_power=0.0, betas=(0.0, 0.999), eps=0.0,
+                 max_grad_norm=clip)  # fmt: skip
+    opt.step(make_closure(opt, f, w))
+    g = df(w0)
+    expected = w0 - lr * g * (clip / (g.norm() + 1e-6))
+    torch.testing.assert_close(w.detach(), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_running_stats_helpers_restore_momentum():
+    from sassha_optim import disable_running_stats, enable_running_stats
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4, momentum=0.3))
+    disable_running_stats(model)
+    before = model[1].running_mean.clone()
+    model(torch.randn(8, 3))
+    assert torch.equal(model[1].running_mean, before)
+    enable_running_stats(model)
+    assert model[1].momentum == 0.3
+    model(torch.randn(8, 3))
+    assert not torch.equal(model[1].running_mean, before)
