@@ -625,3 +625,26 @@ def test_running_stats_helpers_restore_momentum():
     assert model[1].momentum == 0.3
     model(torch.randn(8, 3))
     assert not torch.equal(model[1].running_mean, before)
+
+
+@pytest.mark.parametrize("nonfinite", ["raise", "skip"])
+def test_nonfinite_loss_at_perturbed_point_restores_weights(nonfinite):
+    f, _, _ = quartic(A, C)
+    w = param()
+    opt = Sassha([w], nonfinite=nonfinite)
+    calls = []
+
+    def closure():  # finite at w, NaN at w + ε
+        calls.append(1)
+        loss = f(w) * (float("nan") if len(calls) == 2 else 1.0)
+        loss.backward(create_graph=opt.create_graph)
+        return loss
+
+    if nonfinite == "raise":
+        with pytest.raises(NonFiniteError, match="perturbed point"):
+            opt.step(closure)
+    else:
+        opt.step(closure)
+        assert opt.skipped_steps == 1
+    assert not opt.is_perturbed and opt.global_step == 0
+    assert torch.equal(w.detach(), torch.tensor(W0, dtype=torch.float64))

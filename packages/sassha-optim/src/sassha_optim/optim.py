@@ -409,6 +409,9 @@ class Sassha(Optimizer):
     def _nonfinite(self, what: str) -> bool:
         """Handle a non-finite value: raise, or mark the step as skipped (returns True)."""
         if self.options["nonfinite"] == "raise":
+            self._restore_if_perturbed()
+            self._skip_pending = False
+            self._pending_hessian = None
             raise NonFiniteError(
                 f"Sassha: non-finite {what} at step {self._global_step + 1}; the weights were "
                 "restored and the optimizer state is unchanged (nonfinite='skip' skips such steps)"
