@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import random
 import time
 
 import torch
@@ -50,6 +51,7 @@ class GAEBaseline(CurMGAE):
         cfg = self.config
         T = int(epochs or cfg.epochs)
         torch.manual_seed(seed)
+        random.seed(seed)  # PyG's negative_sampling draws with Python's `random` for small graphs
         if reset:
             self._reset()
         gae = GAE(lambda x, ei: self.encoder(x, ei)[-1])
