@@ -104,6 +104,10 @@ def test_real_mnist_smoke(mnist_dir, tmp_path):
     )
     assert code == 0
     result = json.loads((tmp_path / "results.json").read_text())
+    ckpt = str(tmp_path / "checkpoint.pt")
+    assert main(["evaluate", "--checkpoint", ckpt, "--out", str(tmp_path / "e"), "--quiet"]) == 0
+    evaluated = json.loads((tmp_path / "e" / "results.json").read_text())["metrics"]["test"]
+    assert evaluated["accuracy"] == pytest.approx(result["metrics"]["test_accuracy"])
     history = result["metrics"]["history"]
     assert history[1]["batch_loss"] < history[0]["batch_loss"]
     assert result["metrics"]["test_accuracy"] > 80

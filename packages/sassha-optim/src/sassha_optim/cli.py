@@ -523,6 +523,7 @@ def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
             "data": str(args.data),
             "seed": args.seed,
             "max_test": args.max_test,
+            "max_train": args.max_train,  # same subset -> same standardization in evaluate
         },
         ckpt,
     )
@@ -560,7 +561,9 @@ def cmd_evaluate(args: argparse.Namespace) -> dict[str, Any]:
         model.load_state_dict(ckpt["model"])
     except Exception as exc:  # corrupt or foreign file
         raise UsageError(f"argument --checkpoint: not a sassha-optim checkpoint ({exc})") from exc
-    split = _load(args.data or ckpt["data"], ckpt["seed"], None, ckpt.get("max_test"))
+    split = _load(
+        args.data or ckpt["data"], ckpt["seed"], ckpt.get("max_train"), ckpt.get("max_test")
+    )
     if split.n_features != ckpt["n_features"]:
         raise UsageError(
             f"argument --data: {split.n_features} features, the checkpoint expects "
