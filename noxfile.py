@@ -66,7 +66,7 @@ def _install_package(session: nox.Session, package: str, *extras: str) -> None:
     session.install(f"{_pkg_dir(package)}{suffix}")
 
 
-parametrize_package = nox.parametrize("package", PACKAGES, ids=PACKAGES)
+parametrize_package = nox.parametrize("package", PACKAGES)
 
 
 @nox.session
