@@ -38,6 +38,13 @@ def cook_table(res: dict) -> list[str]:
         )
     t = res["targets"]
     cfg = res["train_config"]
+    by = {s["method"]: s for s in res["summary"]}
+    nll, daml, bpr_only = by["NLL-only"], by["DAML eps=1.0"], by["BPR-only"]
+    per_seed = {}
+    for r in res["rows"]:
+        if "seed" in r:
+            per_seed.setdefault(r["seed"], {})[r["method"]] = r["bpr"]
+    wins = sum(v["DAML eps=1.0"] >= v["NLL-only"] for v in per_seed.values())
     lines += [
         "",
         f"Targets: DAML ≥ NLL-only on test BPR@100: **{t['daml_bpr_ge_nll_only']}**; "
@@ -46,6 +53,12 @@ def cook_table(res: dict) -> list[str]:
         f"it for {cfg['finetune_epochs']} epochs (lr {cfg['finetune_lr']}), "
         f"M = {cfg['num_score_samples']}, J = {cfg['num_perturb_samples']}, "
         f"σ = {cfg['sigma']}, baseline = {cfg['baseline']}, link = {cfg['link']}.",
+        "",
+        f"DAML − NLL-only: ΔBPR@100 = {daml['bpr'] - nll['bpr']:+.4f} (DAML ≥ NLL-only in "
+        f"{wins}/{len(per_seed)} seeds; seed std of DAML {daml['bpr_std']:.3f}), "
+        f"ΔNLL = {100 * (daml['nll'] / nll['nll'] - 1):+.1f} %. "
+        f"BPR-only − NLL-only: ΔBPR@100 = {bpr_only['bpr'] - nll['bpr']:+.4f}, "
+        f"ΔNLL = {100 * (bpr_only['nll'] / nll['nll'] - 1):+.1f} %.",
     ]
     return lines
 
@@ -53,11 +66,12 @@ def cook_table(res: dict) -> list[str]:
 def memory_table(res: dict) -> list[str]:
     s, e = res["surrogate"], res["explicit_jacobian"]
     mb = 1024**2
+    conservative = min(e["peak_bytes"]) / max(max(s["peak_bytes"]), 1)
     return [
         f"**(b) One DAML training step at Cook County size** (S = {res['S']}, T = {res['T']}, "
         f"P = {res['P']}, M = {res['M']}, J = {res['J']}, score = {res['score']}; "
-        "peak RSS increase during the step with glibc mmap for every allocation, median of "
-        "repeats, 1 thread; time = process CPU time, the machine was shared)",
+        "peak memory = increase of the process's peak RSS (VmHWM, reset before the step) during "
+        "the step, median of repeats; 1 thread; time = process CPU time, the machine was shared)",
         "",
         "| route | median step CPU time (s) | median wall time (s) | peak memory (MB) "
         "| ratio to surrogate (CPU time / memory) |",
@@ -70,7 +84,9 @@ def memory_table(res: dict) -> list[str]:
         "",
         f"Jacobian tensor alone: {res['jacobian_bytes_per_step'] / mb:.0f} MB per time step. "
         f"Max relative gradient difference between the two routes: {res['grad_max_rel_diff']:.1e}. "
-        f"Target ≥ 10× less peak memory: **{res['memory_ratio'] >= 10}**.",
+        f"Conservative memory ratio (smallest explicit peak / largest surrogate peak over the "
+        f"repeats): {conservative:.1f}. "
+        f"Target ≥ 10× less peak memory: **{min(res['memory_ratio'], conservative) >= 10}**.",
     ]
 
 
