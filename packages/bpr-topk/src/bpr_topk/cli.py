@@ -155,6 +155,7 @@ def build_parser() -> tuple[Parser, dict[str, Parser]]:
     for add in (_common, _data_args, _eval_args):
         add(p)
     p.add_argument("--checkpoints", type=Path, nargs="*", default=[], help="model.pt files")
+    p.add_argument("--denominator-offset", type=NONNEG_FLOAT, default=1.0, help="c in y/(c+1·y)")
     subs["evaluate"] = p
     p = sub.add_parser("demo", help="synthetic7: NLL vs DAML vs BPR-only, Pareto plot")
     _common(p)
@@ -433,7 +434,7 @@ def cmd_evaluate(args: argparse.Namespace, start: float) -> int:
             ckpt.get("objective", ""), f"DAML eps={ckpt.get('eps', 1.0):g}"
         )
         label = f"{name} [{path.parent.name}]" if len(args.checkpoints) > 1 else name
-        for row in evaluate_rows(model, data, k, name, ev, 1.0):
+        for row in evaluate_rows(model, data, k, name, ev, args.denominator_offset):
             rows.append(
                 {**row, "method": row["method"].replace(name, label), "checkpoint": str(path)}
             )
