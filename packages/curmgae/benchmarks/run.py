@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "is used because the machine is shared and wall time fluctuates 2x; wall-time ratios are "
         "kept as wall_time_ratio",
         "per_seed": per_seed,
+        "curriculum_trace_seed0": trace,
         "summary": summary,
         "targets": targets,
         "paper_reported": PAPER,

@@ -132,6 +132,11 @@ def plot_curriculum(trace: list[dict[str, Any]], path: Path) -> bool:
         ax[0].set_title("difficulty-chosen masked edges")
         ax[0].set_ylabel("share")
         ax[0].legend()
+    else:  # no planted difficulty: show the pace parameter against the residuals
+        ax[0].plot(epochs, [e["lambda"] for e in trace], label="lambda")
+        ax[0].plot(epochs, [e["mean_residual"] for e in trace], label="mean residual")
+        ax[0].set_title("pace vs residual")
+        ax[0].legend()
     ax[1].plot(epochs, [e["K_t"] for e in trace], label="K_t")
     ax[1].plot(epochs, [e["cap"] for e in trace], "--", label="cap")
     ax[1].set_title("curriculum size")
