@@ -116,6 +116,41 @@ def mnist_benchmark(rounds: int, seeds: list[int], data_dir: str | None) -> dict
     }
 
 
+def timing_benchmark(repeats: int = 5) -> dict:
+    """Client compute time of one local update (E=5, 100 samples, B=50: 10 steps), methods
+    interleaved, median over repeats, on random 28x28 inputs (timing does not depend on the
+    values): the MNIST CNN (compute-bound) and the 2NN MLP."""
+    from fedgmt import algorithms as core
+    from fedgmt.model import make_model
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(100, 784, generator=g), torch.randint(0, 10, (100,), generator=g)
+    out: dict = {"repeats": repeats, "models": {}}
+    for arch in ("cnn", "mlp"):
+        cfg = FedConfig(dataset="mnist", model=arch, batch_size=50, local_epochs=5, beta=100.0)
+        model = make_model(cfg, 784, 10)
+        w = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        ema = {k: v.detach().clone() + 0.01 for k, v in model.named_parameters()}
+        times: dict = {m: [] for m in ("fedavg", "fedgmt", "fedsam")}
+        for _ in range(repeats):
+            for m in times:
+                payload = core.Payload(arrays=w, lr=0.01, round=1, ema=ema)
+                t0 = time.perf_counter()
+                core.client_update(m, model, (x, y), payload, {}, cfg.replace(method=m),
+                                   core.client_generator(0, 1, 0))  # fmt: skip
+                times[m].append(time.perf_counter() - t0)
+        med = {m: statistics.median(v) for m, v in times.items()}
+        out["models"][arch] = {
+            "seconds": times,
+            "median_s": med,
+            "ratio_fedgmt_over_fedavg": med["fedgmt"] / med["fedavg"],
+            "ratio_fedgmt_over_fedsam": med["fedgmt"] / med["fedsam"],
+            "ratio_fedsam_over_fedavg": med["fedsam"] / med["fedavg"],
+        }
+        print(f"timing {arch}: {out['models'][arch]['ratio_fedgmt_over_fedsam']:.2f} x FedSAM")
+    return out
+
+
 def dp_benchmark(rounds: int, noises: list[float]) -> dict:
     rows = []
     for noise in noises:
@@ -141,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--quick", action="store_true", help="5 rounds, 1 seed, no DP sweep")
     p.add_argument("--no-render", action="store_true", help="do not rewrite the README table")
+    p.add_argument("--only-timing", action="store_true", help="only the timing micro-benchmark")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
@@ -148,6 +184,14 @@ def main(argv: list[str] | None = None) -> int:
     results = HERE / "results"
     results.mkdir(exist_ok=True)
     t0 = time.perf_counter()
+    timing = timing_benchmark(2 if args.quick else 5)
+    timing.update(machine=machine(), command="python benchmarks/run.py", torch_threads=1)
+    if not args.quick:
+        (results / "timing.json").write_text(json.dumps(timing, indent=1))
+    if args.only_timing:
+        if not args.no_render:
+            subprocess.run([sys.executable, str(HERE / "render.py")], check=True)
+        return 0
     acc = accuracy_benchmark(rounds, seeds)
     acc.update(
         machine=machine(), command="python benchmarks/run.py" + (" --quick" if args.quick else ""),
