@@ -57,7 +57,24 @@ def render(res: dict, name: str = "cora.json") -> str:
         + (f", {res['cpu_time_s'] / 60:.1f} min CPU" if "cpu_time_s" in res else "")
         + f" (per-seed values in `benchmarks/results/{name}`).",
     ]
+    abl = HERE / "results" / "cora_ablation.json"
+    if name == "cora.json" and abl.is_file():
+        lines += ["", *render_ablation(json.loads(abl.read_text()))]
     return "\n".join(lines)
+
+
+def render_ablation(res: dict) -> list[str]:
+    lines = [
+        f"Ablation of the knobs the paper leaves open (Cora, {len(res['seeds'])} seeds, "
+        f"{res['epochs']} epochs; `{res['command']}`):",
+        "",
+        "| variant | LP AUC | LP AP | NC acc (SVM 5-fold) | NC acc (linear probe) |",
+        "|---|---|---|---|---|",
+    ]
+    for v, s in res["summary"].items():
+        cells = " | ".join(_cell(s, k) for k in ("lp_auc", "lp_ap", "nc_svm_acc", "nc_probe_acc"))
+        lines.append(f"| {v} | {cells} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
