@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import statistics
 import sys
@@ -339,12 +338,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     elif args.command == "demo":
         base = {"engine": "flower", "strategy": "fedavg,fedgmt", "rounds": 30}
     cfg_kw, opts = _resolve(args, base)
-    for k in ("seed",):
-        if k in opts:
-            cfg_kw[k] = opts.pop(k)
     cfg = _make_config(cfg_kw)
-    if math.isinf(cfg.beta) and cfg.method == "fedgmt":
-        pass
     if args.command == "partition":
         return _cmd_partition(cfg, opts)
     if args.command == "check":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 METHODS = ("fedgmt", "fedgmt-kl", "fedavg", "fedsam", "feddyn", "scaffold", "fedspeed")
@@ -75,7 +75,6 @@ class FedConfig:
     # misc
     client_threads: int = 1
     last_k: int = 10
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -180,8 +179,6 @@ class FedConfig:
         """Flower ``run_config`` (hyphenated keys; None and inf written as strings)."""
         out: dict[str, Any] = {}
         for f in fields(self):
-            if f.name == "extra":
-                continue
             v = getattr(self, f.name)
             if v is None:
                 v = ""
@@ -200,7 +197,7 @@ class FedConfig:
             name = key.replace("-", "_")
             if name == "num_server_rounds":
                 name = "num_rounds"
-            if name not in names or name == "extra":
+            if name not in names:
                 continue
             kwargs[name] = _coerce(names[name].type, value)
         return cls(**kwargs)
