@@ -45,10 +45,10 @@ def _import_name(package: str) -> str:
     return package.replace("-", "_")
 
 
-def _extras(package: str) -> set[str]:
+def _project(package: str) -> dict:
+    """The ``[project]`` table of the package's pyproject.toml."""
     with open(_pkg_dir(package) / "pyproject.toml", "rb") as fh:
-        project = tomllib.load(fh)["project"]
-    return set(project.get("optional-dependencies", {}))
+        return tomllib.load(fh)["project"]
 
 
 def _install_torch(session: nox.Session) -> None:
@@ -61,7 +61,7 @@ def _install_torch(session: nox.Session) -> None:
 def _install_package(session: nox.Session, package: str, *extras: str) -> None:
     """Install torch (CPU) first, then the package (not editable) with the extras it declares."""
     _install_torch(session)
-    wanted = [e for e in extras if e in _extras(package)]
+    wanted = [e for e in extras if e in _project(package).get("optional-dependencies", {})]
     suffix = f"[{','.join(wanted)}]" if wanted else ""
     session.install(f"{_pkg_dir(package)}{suffix}")
 
@@ -117,8 +117,7 @@ def build(session: nox.Session, package: str) -> None:
         session.error(f"expected one wheel in {out}, found {[w.name for w in wheels]}")
     _install_torch(session)
     session.install(str(wheels[0]))
-    with open(_pkg_dir(package) / "pyproject.toml", "rb") as fh:
-        version = tomllib.load(fh)["project"]["version"]
+    version = _project(package)["version"]
     name = _import_name(package)
     session.run(
         "python",

@@ -60,9 +60,7 @@ def check_readme(path: Path) -> list[str]:
     return problems
 
 
-def check_pyproject(pkg: Path, dist: str, import_name: str) -> list[str]:
-    path = pkg / "pyproject.toml"
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+def check_pyproject(path: Path, data: dict, dist: str, import_name: str) -> list[str]:
     project = data.get("project", {})
     problems = []
     if data.get("build-system", {}).get("build-backend") != "hatchling.build":
@@ -107,14 +105,14 @@ def check_package(pkg: Path) -> list[str]:
     problems = [f"{p}: missing" for p in required if not p.exists()]
     if problems:
         return problems
-    problems += check_pyproject(pkg, dist, import_name)
+    pyproject = pkg / "pyproject.toml"
+    data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    problems += check_pyproject(pyproject, data, dist, import_name)
     problems += check_readme(pkg / "README.md")
     init = (src / "__init__.py").read_text(encoding="utf-8")
     if "__all__" not in init or f'version("{dist}")' not in init:
         problems.append(f"{src / '__init__.py'}: needs __all__ and __version__ = version({dist!r})")
-    version = tomllib.loads((pkg / "pyproject.toml").read_text(encoding="utf-8"))["project"].get(
-        "version"
-    )
+    version = data.get("project", {}).get("version")
     entries = re.findall(r"^## \[?(\d+\.\d+\.\d+)", (pkg / "CHANGELOG.md").read_text("utf-8"), re.M)
     if not entries or entries[0] != version:
         problems.append(
