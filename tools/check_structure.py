@@ -82,8 +82,8 @@ def check_pyproject(path: Path, data: dict, dist: str, import_name: str) -> list
     script = project.get("scripts", {}).get(dist)
     if script != f"{import_name}.cli:main":
         problems.append(f"{path}: [project.scripts] {dist} must be '{import_name}.cli:main'")
-    if "test" not in project.get("optional-dependencies", {}):
-        problems.append(f"{path}: no [test] extra")
+    extras = project.get("optional-dependencies", {})
+    problems += [f"{path}: no [{e}] extra" for e in ("test", "cli") if e not in extras]
     return problems
 
 
@@ -120,6 +120,28 @@ def check_package(pkg: Path) -> list[str]:
         )
     if not list((pkg / "tests").glob("test_*.py")):
         problems.append(f"{pkg / 'tests'}: no test_*.py files")
+    if "def build_cli(" not in (src / "cli.py").read_text(encoding="utf-8"):
+        problems.append(f"{src / 'cli.py'}: must define build_cli() on the vendored _contract.CLI")
+    problems += check_citations(pkg)
+    return problems
+
+
+SPEC_CITATION = re.compile(r"\bspec(?:'s)?\s*(?:§|section\s*\d)", re.I)
+TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".yaml", ".yml", ".cfg", ".rst"}
+
+
+def check_citations(pkg: Path) -> list[str]:
+    """Users do not have our specs: cite the paper (Eq. 4, Alg. 1, App. B.2), never "spec §"."""
+    problems = []
+    for path in sorted(pkg.rglob("*")):
+        if path.suffix not in TEXT_SUFFIXES or not path.is_file() or ".nox" in path.parts:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if SPEC_CITATION.search(line):
+                problems.append(
+                    f"{path}:{number}: cites the spec ({line.strip()[:60]!r}); cite the paper's "
+                    "equation, algorithm or appendix instead"
+                )
     return problems
 
 
@@ -128,7 +150,7 @@ def check_meta() -> list[str]:
     sys.path.insert(0, str(ROOT / "tools"))
     from sync_meta import rendered
 
-    stale = [p for p, text in rendered().items() if p.read_text(encoding="utf-8") != text]
+    stale = [p for p, text in rendered().items() if not p.is_file() or p.read_text("utf-8") != text]
     return [f"{p.relative_to(ROOT)} is stale: run python tools/sync_meta.py" for p in stale]
 
 

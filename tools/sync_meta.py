@@ -1,5 +1,6 @@
-"""Regenerate the files that list every package: the root README's package table and release-please's
-config + manifest (one component per package, tags ``<dist>-v<version>``).
+"""Regenerate the files that list every package: the root README's package table, release-please's
+config + manifest (one component per package, tags ``<dist>-v<version>``), and each package's vendored
+copy of the CLI contract (``tools/templates/_contract.py`` → ``packages/<dist>/src/<import>/_contract.py``).
 
 ``python tools/sync_meta.py`` rewrites them; ``python tools/sync_meta.py --check`` exits 1 if any is stale
 (the ``lint`` session runs the check through tools/check_structure.py).
@@ -18,6 +19,7 @@ except ModuleNotFoundError:  # Python 3.10
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CONTRACT = ROOT / "tools" / "templates" / "_contract.py"
 START, END = "<!-- packages:start -->", "<!-- packages:end -->"
 
 # The whole family (name, paper); a row is "planned" until packages/<dist>/ exists.
@@ -73,15 +75,23 @@ def rendered() -> dict[Path, str]:
         },
     }
     manifest = {f"packages/{d}": v for d, v in found.items()}
-    return {
+    files = {
         readme_path: readme,
         ROOT / "release-please-config.json": json.dumps(config, indent=2) + "\n",
         ROOT / ".release-please-manifest.json": json.dumps(manifest, indent=2) + "\n",
     }
+    contract = CONTRACT.read_text(encoding="utf-8")
+    for dist in found:
+        files[ROOT / "packages" / dist / "src" / dist.replace("-", "_") / "_contract.py"] = contract
+    return files
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8") if path.is_file() else None
 
 
 def main(argv: list[str]) -> int:
-    stale = [p for p, text in rendered().items() if p.read_text(encoding="utf-8") != text]
+    stale = [p for p, text in rendered().items() if _read(p) != text]
     if "--check" in argv:
         for path in stale:
             print(f"{path.relative_to(ROOT)} is stale: run python tools/sync_meta.py")
