@@ -89,14 +89,30 @@ def _extras(package: str, *extras: str) -> str:
     declared = _project(package).get("optional-dependencies", {})
     missing = [e for e in extras if e not in declared]
     if missing:
-        raise RuntimeError(f"{package} declares no extra(s) {missing}; declared: {sorted(declared)}")
+        raise RuntimeError(
+            f"{package} declares no extra(s) {missing}; declared: {sorted(declared)}"
+        )
     return f"[{','.join(extras)}]" if extras else ""
 
 
-def _install_package(session: nox.Session, package: str, *extras: str) -> None:
-    """Install torch (CPU) first, then the package (not editable) with the given extras."""
+def _install_package(
+    session: nox.Session, package: str, *extras: str, source: Path | None = None
+) -> None:
+    """Install torch (CPU) first, then the package (not editable) with the given extras.
+
+    The package itself is then reinstalled without its dependencies by ``session.run``, which ``nox -R``
+    (no installs) does not skip: a reused venv always tests the current code, never a stale copy."""
+    source = source or _pkg_dir(package)
     _install_torch(session)
-    session.install(f"{_pkg_dir(package)}{_extras(package, *extras)}")
+    session.install(f"{source}{_extras(package, *extras)}")
+    if session.venv_backend == "uv":
+        session.run(
+            "uv", "pip", "install", "-q", "--no-deps", "--reinstall-package", package, str(source)
+        )
+    else:
+        session.run(
+            "python", "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(source)
+        )
 
 
 def _build(session: nox.Session, package: str, *kinds: str) -> dict[str, Path]:
@@ -131,8 +147,7 @@ parametrize_package = nox.parametrize("package", PACKAGES)
 def tests(session: nox.Session, package: str) -> None:
     """Build the sdist, install it with its [test] extra, and run the sdist's own tests against it."""
     sdist = _build(session, package, "sdist")["sdist"]
-    _install_torch(session)
-    session.install(f"{sdist}{_extras(package, 'test')}")
+    _install_package(session, package, "test", source=sdist)
     unpacked = Path(session.create_tmp()) / f"sdist-{package}"
     shutil.rmtree(unpacked, ignore_errors=True)
     with tarfile.open(sdist) as tar:
@@ -248,7 +263,14 @@ def bench(session: nox.Session, package: str) -> None:
 def tools(session: nox.Session) -> None:
     """The repository's own tooling: ruff on tools/ and this file, the tools' tests, the structure check."""
     _install_torch(session)  # the contract's --device check imports torch
-    session.install("ruff>=0.6", "pytest>=8", "pyyaml>=6", "tomli>=2; python_version < '3.11'")
+    session.install(
+        "ruff>=0.6",
+        "pytest>=8",
+        "pyyaml>=6",
+        "numpy",  # torch warns on import without it, and the conformance tests count stderr lines
+        "playwright>=1.40",
+        "tomli>=2; python_version < '3.11'",
+    )
     targets = [str(ROOT / "tools"), str(ROOT / "noxfile.py"), str(ROOT / "docs" / "conf.py")]
     session.run("ruff", "check", *targets)
     session.run("ruff", "format", "--check", *targets)

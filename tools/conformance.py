@@ -211,7 +211,9 @@ class Conformance:
             flags = {f for o in command["options"] for f in o["flags"]}
             missing = [f for f in COMMON_FLAGS if f not in flags]
             self.record(f"{name}: common flags", not missing, f"missing {missing}")
-            raw = [o["flags"][0] for o in command["options"] if o.get("raw_type") in ("int", "float")]
+            raw = [
+                o["flags"][0] for o in command["options"] if o.get("raw_type") in ("int", "float")
+            ]
             self.record(
                 f"{name}: numeric flags use a contract validator",
                 not raw,

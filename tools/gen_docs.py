@@ -2,7 +2,8 @@
 
 For each ``packages/<dist>/README.md``: ``docs/packages/<dist>.md`` (front matter dropped; relative images
 copied next to the page, other relative links pointed at the repository) and ``docs/api/<dist>.rst``
-(autodoc of the package's public API, i.e. its ``__all__``). Both folders are rebuilt from scratch.
+(autodoc of the package's public API, i.e. its ``__all__``). Result plots in ``benchmarks/results/*.png``
+that the README does not show are appended under "Result plots". Both folders are rebuilt from scratch.
 """
 
 from __future__ import annotations
@@ -41,6 +42,29 @@ def rewrite_links(text: str, pkg: Path, assets: Path) -> str:
     return LINK.sub(fix, text)
 
 
+def result_plots(readme: str, pkg: Path) -> str:
+    """A "Result plots" section with every ``benchmarks/results/*.png`` the README does not show itself."""
+    shown = {Path(m.group(3)).as_posix() for m in LINK.finditer(readme) if m.group(1)}
+    plots = [
+        p.relative_to(pkg).as_posix()
+        for p in sorted((pkg / "benchmarks" / "results").glob("*.png"))
+        if p.relative_to(pkg).as_posix() not in shown
+    ]
+    if not plots:
+        return ""
+    lines = [
+        "",
+        "## Result plots",
+        "",
+        "Figures written by the benchmark scripts (`benchmarks/`).",
+        "",
+    ]
+    for plot in plots:
+        label = Path(plot).stem.replace("_", " ")
+        lines += [f"![{label}]({plot})", ""]
+    return "\n".join(lines)
+
+
 def api_page(dist: str) -> str:
     name = dist.replace("-", "_")
     title = f"{dist} API"
@@ -58,7 +82,7 @@ def main() -> int:
         pkg = pyproject.parent
         readme = strip_front_matter((pkg / "README.md").read_text(encoding="utf-8"))
         assets = DOCS / "packages" / f"{pkg.name}_assets"
-        page = rewrite_links(readme, pkg, assets)
+        page = rewrite_links(readme + result_plots(readme, pkg), pkg, assets)
         (DOCS / "packages" / f"{pkg.name}.md").write_text(page, encoding="utf-8")
         (DOCS / "api" / f"{pkg.name}.rst").write_text(api_page(pkg.name), encoding="utf-8")
         print(f"docs: {pkg.name}")

@@ -1,4 +1,4 @@
-"""Regenerate the files that list every package: the root README's package table, release-please's
+"""Regenerate the files that list every package: the root README's and the docs index's package tables, release-please's
 config + manifest (one component per package, tags ``<dist>-v<version>``), and each package's vendored
 copy of the CLI contract (``tools/templates/_contract.py`` → ``packages/<dist>/src/<import>/_contract.py``).
 
@@ -57,12 +57,46 @@ def package_table(found: dict[str, str]) -> str:
     return "\n".join(rows)
 
 
+def front_matter(dist: str) -> dict[str, str]:
+    """Top-level ``key: value`` pairs of a package README's front matter (quotes stripped)."""
+    path = ROOT / "packages" / dist / "README.md"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    match = re.match(r"\A---\n(.*?)\n---\n", text, flags=re.S)
+    pairs = (
+        re.match(r"^([A-Za-z_][\w-]*):\s*(.*)$", x)
+        for x in (match.group(1) if match else "").split("\n")
+    )
+    return {m.group(1): m.group(2).strip().strip('"') for m in pairs if m}
+
+
+def docs_table(found: dict[str, str]) -> str:
+    """The docs index's table: each package's page, paper (arXiv link), version/status and CLI."""
+    rows = ["| package | paper | version | CLI |", "|---|---|---|---|"]
+    for dist, paper in FAMILY:
+        if dist not in found:
+            rows.append(f"| `{dist}` | {paper} | planned | — |")
+            continue
+        arxiv = front_matter(dist).get("arxiv", "")
+        title = (
+            f"[{paper}](https://arxiv.org/abs/{arxiv})"
+            if re.fullmatch(r"[\d.v]+", arxiv)
+            else paper
+        )
+        rows.append(f"| [{dist}](packages/{dist}.md) | {title} | {found[dist]} | `{dist} --help` |")
+    return "\n".join(rows)
+
+
+def _splice(text: str, table: str) -> str:
+    block = f"{START}\n{table}\n{END}"
+    return re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, text, flags=re.S)
+
+
 def rendered() -> dict[Path, str]:
     found = versions()
     readme_path = ROOT / "README.md"
-    readme = readme_path.read_text(encoding="utf-8")
-    block = f"{START}\n{package_table(found)}\n{END}"
-    readme = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block, readme, flags=re.S)
+    readme = _splice(readme_path.read_text(encoding="utf-8"), package_table(found))
+    index_path = ROOT / "docs" / "index.md"
+    index = _splice(index_path.read_text(encoding="utf-8"), docs_table(found))
     config = {
         "$schema": "https://raw.githubusercontent.com/googleapis/release-please/main/schemas/config.json",
         "release-type": "python",
@@ -77,6 +111,7 @@ def rendered() -> dict[Path, str]:
     manifest = {f"packages/{d}": v for d, v in found.items()}
     files = {
         readme_path: readme,
+        index_path: index,
         ROOT / "release-please-config.json": json.dumps(config, indent=2) + "\n",
         ROOT / ".release-please-manifest.json": json.dumps(manifest, indent=2) + "\n",
     }

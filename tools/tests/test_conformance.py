@@ -69,12 +69,12 @@ if __name__ == "__main__":
     raise SystemExit(main())
 '''
 
-CASES = '''
+CASES = """
 def nan_data(tmp):
     path = tmp / "nan.csv"
     path.write_text("1,2\\n3,nan\\n")
     return {"train": (["--data", str(path)], "--data")}
-'''
+"""
 
 
 def make_package(root: Path, cli_source: str, cases: str | None = CASES) -> Path:
@@ -123,7 +123,7 @@ def test_contract_cli_passes(run_check):
 
 
 def test_plain_float_flag_fails(run_check):
-    broken = GOOD_CLI.replace('type=positive_float(), default=0.1', "type=float, default=0.1")
+    broken = GOOD_CLI.replace("type=positive_float(), default=0.1", "type=float, default=0.1")
     assert "train: numeric flags use a contract validator" in failures(run_check(broken))
 
 
@@ -151,19 +151,23 @@ def test_machine_path_in_results_fails(run_check):
 
 def test_usage_dump_fails(run_check):
     """A parser that prints argparse's usage block (several lines) breaks the one-line rule."""
-    broken = GOOD_CLI.replace(
-        "def main(argv=None) -> int:\n    return build_cli().main(argv)",
-        "def main(argv=None) -> int:\n"
-        "    import argparse, sys\n"
-        "    cli = build_cli()\n"
-        "    try:\n"
-        "        return cli.main(argv)\n"
-        "    except SystemExit:\n"
-        "        raise\n",
-    ).replace(
-        "    p.add_argument(\"--quick\"",
-        "    p.error = lambda m: argparse.ArgumentParser.error(p, m)\n    p.add_argument(\"--quick\"",
-    ).replace("import math", "import argparse, math")
+    broken = (
+        GOOD_CLI.replace(
+            "def main(argv=None) -> int:\n    return build_cli().main(argv)",
+            "def main(argv=None) -> int:\n"
+            "    import argparse, sys\n"
+            "    cli = build_cli()\n"
+            "    try:\n"
+            "        return cli.main(argv)\n"
+            "    except SystemExit:\n"
+            "        raise\n",
+        )
+        .replace(
+            '    p.add_argument("--quick"',
+            '    p.error = lambda m: argparse.ArgumentParser.error(p, m)\n    p.add_argument("--quick"',
+        )
+        .replace("import math", "import argparse, math")
+    )
     assert any(name.startswith("demo:") for name in failures(run_check(broken)))
 
 

@@ -56,6 +56,7 @@ requires-python = ">=3.10"
 dependencies = ["torch>=2.2", "numpy"]
 [project.optional-dependencies]
 test = ["pytest"]
+cli = []
 [project.scripts]
 good-pkg = "good_pkg.cli:main"
 """
@@ -89,7 +90,7 @@ def make_package(root: Path) -> Path:
     (pkg / "CHANGELOG.md").write_text("# Changelog\n\n## 0.2.0 (2026-12-02)\n\n- x\n\n## 0.1.0\n")
     (src / "__init__.py").write_text('__all__ = []\n__version__ = version("good-pkg")\n')
     (src / "py.typed").write_text("")
-    (src / "cli.py").write_text("def main(): return 0\n")
+    (src / "cli.py").write_text("def build_cli(): ...\n\n\ndef main(): return 0\n")
     (pkg / "tests" / "test_x.py").write_text("def test(): pass\n")
     (pkg / "benchmarks" / "run.py").write_text("")
     return pkg
@@ -137,6 +138,22 @@ def test_check_structure_accepts_a_complete_package(tmp_path: Path) -> None:
             lambda p: (p / "pyproject.toml").write_text(PYPROJECT.replace('test = ["pytest"]', "")),
             "no [test] extra",
         ),
+        (
+            lambda p: (p / "pyproject.toml").write_text(PYPROJECT.replace("cli = []", "")),
+            "no [cli] extra",
+        ),
+        (
+            lambda p: (p / "src/good_pkg/cli.py").write_text("def main(): return 0\n"),
+            "must define build_cli()",
+        ),
+        (
+            lambda p: (p / "src/good_pkg/core.py").write_text('"""Eq. 3 (spec §4.2)."""\n'),
+            "cites the spec",
+        ),
+        (
+            lambda p: (p / "README.md").write_text(README + "\nSee the spec's section 3.\n"),
+            "cites the spec",
+        ),
     ],
 )
 def test_check_structure_names_each_problem(tmp_path: Path, mutate, message: str) -> None:
@@ -171,3 +188,15 @@ def test_gen_docs_rewrites_relative_links(tmp_path: Path) -> None:
     assert f"[run]({gen_docs.REPO_URL}/blob/main/benchmarks/run.py)" in out
     assert "[web](https://x.org)" in out
     assert gen_docs.strip_front_matter(README).startswith("# pkg")
+
+
+def test_gen_docs_appends_result_plots_the_readme_does_not_show(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    (pkg / "benchmarks" / "results").mkdir(parents=True)
+    for name in ("shown.png", "hidden_curve.png"):
+        (pkg / "benchmarks" / "results" / name).write_bytes(b"png")
+    readme = "# pkg\n\n![shown](benchmarks/results/shown.png)\n"
+    extra = gen_docs.result_plots(readme, pkg)
+    assert "![hidden curve](benchmarks/results/hidden_curve.png)" in extra
+    assert "shown.png" not in extra
+    assert gen_docs.result_plots(readme + extra, pkg) == ""
