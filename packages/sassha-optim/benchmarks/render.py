@@ -27,6 +27,9 @@ def load(name: str) -> dict | None:
 
 
 def pm(summary: dict, digits: int = 2) -> str:
+    """``mean ± sample std`` (ddof=1), just the mean for a single seed."""
+    if summary.get("std") is None:
+        return f"{summary['mean']:.{digits}f}"
     return f"{summary['mean']:.{digits}f} ± {summary['std']:.{digits}f}"
 
 
@@ -34,26 +37,39 @@ def accuracy_table(acc: dict) -> list[str]:
     tasks = acc["tasks"]
     header = ["optimizer"]
     for task, t in tasks.items():
-        header += [f"{task} test acc % ({t['epochs']} ep)", f"{task} λ_max"]
+        header += [f"{task} test acc % ({t['epochs']} ep)", f"{task} test loss", f"{task} λ_max"]
     header.append("HVPs per run (digits)")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     first = next(iter(tasks.values()))
+    row = ["majority class (trivial)"]
+    for t in tasks.values():
+        row += [f"{t['majority_class_test_accuracy']:.2f}", "", ""]
+    lines.append("| " + " | ".join([*row, "0"]) + " |")
     for name in first["optimizers"]:
         row = [NAMES.get(name, name)]
         for t in tasks.values():
             r = t["optimizers"][name]
-            row += [pm(r["test_accuracy"]), f"{r['lambda_max']['mean']:.3g}"]
+            row += [pm(r["test_accuracy"]), pm(r["test_loss"], 3), f"{r['lambda_max']['mean']:.3g}"]
         row.append(str(first["optimizers"][name]["hvp_calls"]))
         lines.append("| " + " | ".join(row) + " |")
     notes = []
     for task, t in tasks.items():
         tg = t["targets"]
+        opts = t["optimizers"]
+        baselines = [n for n in ("sgd", "adamw", "sam", "adahessian") if n in opts]
+        best = max(baselines, key=lambda n: opts[n]["test_accuracy"]["mean"])
+        gain = opts["sassha"]["test_accuracy"]["mean"] - opts[best]["test_accuracy"]["mean"]
         notes.append(
             f"{task} ({t['model']}, {t['n_train']} train / {t['n_test']} test, batch {t['batch_size']}): "
             f"Sassha ≥ AdamW: **{'met' if tg['sassha_ge_adamw'] else 'missed'}**, "
-            f"Sassha ≥ SAM: **{'met' if tg['sassha_ge_sam'] else 'missed'}**"
+            f"Sassha ≥ SAM: **{'met' if tg['sassha_ge_sam'] else 'missed'}**; Sassha − best "
+            f"baseline ({NAMES.get(best, best)}): {gain:+.2f} points; standardised inputs "
+            f"|x| ≤ {t['x_train_abs_max']:.1f} (train), {t['x_test_abs_max']:.1f} (test)"
         )
-    for task, t in tasks.items():  # spec §8 direction: flatter minima with the SAM perturbation
+    for (
+        task,
+        t,
+    ) in tasks.items():  # the paper's claim (Sec. 6): flatter minima with the SAM perturbation
         opts = t["optimizers"]
         if "sassha-rho0" in opts:
             pairs = zip(opts["sassha"]["runs"], opts["sassha-rho0"]["runs"])
@@ -102,6 +118,37 @@ def memory_table(mem: dict) -> list[str]:
     ]
 
 
+def standardisation_table(std: dict) -> list[str]:
+    header = [
+        "task",
+        "optimizer",
+        "standardisation",
+        "test acc %",
+        "test loss",
+        "train loss",
+        "max |x| train",
+        "max |x| test",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    labels = {"legacy": "std + 1e-6 (0.1.0)", "floor": "max(std, 0.1·σ) (now)"}
+    for task, t in std["tasks"].items():
+        for name in t["floor"]["optimizers"]:
+            for variant in ("legacy", "floor"):
+                v = t[variant]
+                r = v["optimizers"][name]
+                lines.append(
+                    f"| {task} ({t['epochs']} ep) | {NAMES.get(name, name)} | {labels[variant]} | "
+                    f"{r['test_accuracy']:.2f} | {r['test_loss']:.3f} | {r['train_loss']:.4f} | "
+                    f"{v['x_train_abs_max']:.3g} | {v['x_test_abs_max']:.3g} |"
+                )
+    return [
+        *lines,
+        "",
+        f"- One seed ({std['seed']}), the protocol of (a) otherwise; σ = std of all training "
+        f"entries ({std['floor']}).",
+    ]
+
+
 def paper_table(paper: dict) -> list[str]:
     names = list(paper["gpt2_validation_loss"])
     lines = ["| paper (reported) | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
@@ -126,29 +173,48 @@ def paper_table(paper: dict) -> list[str]:
     ]
 
 
+def _produced(payload: dict) -> str:
+    m = payload["machine"]
+    return (
+        f"Produced by `{payload['command']}` on {m['cores']} CPU cores (torch {m['torch']}, "
+        f"Python {m['python']}, 1 thread)"
+    )
+
+
 def render() -> str:
     acc, tim, mem = load("accuracy"), load("timing"), load("memory")
-    out: list[str] = []
-    first = next((r for r in (acc, tim, mem) if r), None)
-    if first is None:
+    std = load("standardisation")
+    if not (acc or tim or mem or std):
         return "No benchmark results yet: run `python benchmarks/run.py`."
-    m = first["machine"]
-    out.append(
-        f"Produced by `{first['command']}` on {m['cores']} CPU cores (torch {m['torch']}, "
-        f"Python {m['python']}, 1 thread); numbers generated from `benchmarks/results/*.json`."
-    )
+    out = ["Numbers generated from `benchmarks/results/*.json` by `benchmarks/render.py`."]
     if acc:
+        n = len(acc["seeds"])
+        spread = (
+            f"mean ± sample std (ddof=1) over N = {n} seeds {acc['seeds']}"
+            if n > 1
+            else f"one seed {acc['seeds']}"
+        )
+        version = acc.get("sassha_optim")
         out += [
             "",
-            f"**(a) Accuracy**, mean ± std over seeds {acc['seeds']}, λ_max = top Hessian "
-            "eigenvalue of the training loss at the end (power iteration, ≤ 2,000 training samples):",
+            f"**(a) Accuracy**, {spread}; {_produced(acc)}"
+            + (f" with sassha-optim {version}" if version else "")
+            + ". λ_max = top Hessian eigenvalue of the training loss at the end (power "
+            "iteration, ≤ 2,000 training samples):",
             "",
         ]
         out += accuracy_table(acc)
     if tim:
-        out += ["", "**(b) Time per step**:", "", *timing_table(tim)]
+        out += ["", f"**(b) Time per step**; {_produced(tim)}:", "", *timing_table(tim)]
     if mem:
-        out += ["", "**(c) Memory**:", "", *memory_table(mem)]
+        out += ["", f"**(c) Memory**; {_produced(mem)}:", "", *memory_table(mem)]
+    if std:
+        out += [
+            "",
+            f"**(d) Standardisation of the inputs** (0.1.0 against now); {_produced(std)}:",
+            "",
+            *standardisation_table(std),
+        ]
     if acc and "paper_reported" in acc:
         out += ["", "**Paper (reported)** (different tasks and scale; for orientation only):", ""]
         out += paper_table(acc["paper_reported"])
@@ -163,7 +229,7 @@ def main() -> int:
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     README.write_text(f"{head}{START}\n{render()}\n{END}{tail}")
-    print(f"rendered results into {README}")
+    print(f"rendered results into {README.relative_to(HERE.parent)}")
     return 0
 
 

@@ -1,17 +1,20 @@
-"""Benchmarks of Sassha against SGD, AdamW, SAM(SGD) and AdaHessian (issue 2, spec §6).
+"""Benchmarks of Sassha against SGD, AdamW, SAM(SGD) and AdaHessian (paper Sec. 5 protocol, scaled to CPU).
 
 (a) accuracy: digits MLP (60 epochs) and a real-MNIST subset MLP, 3 seeds, test accuracy + λ_max;
 (b) time per optimizer step including forward/backward, as a ratio to AdamW and SAM measured in the
     same process (median over interleaved repeats of blocks of steps), Sassha k ∈ {1, 10};
-(c) memory: optimizer-state tensor bytes and peak RSS of a fresh process per optimizer.
+(c) memory: optimizer-state tensor bytes and peak RSS of a fresh process per optimizer;
+(d) standardisation: the accuracy protocol (seed 0) with version 0.1.0's ``std + 1e-6`` and with the
+    floored std of ``sassha_optim.data`` (test loss and the largest standardised |x|).
 
-Writes benchmarks/results/{accuracy,timing,memory}.json, then runs render.py (README table).
-Usage: python benchmarks/run.py [--quick] [--only accuracy,timing,memory]
+Writes benchmarks/results/{accuracy,timing,memory,standardisation}.json, then runs render.py (README table).
+Usage: python benchmarks/run.py [--quick] [--only accuracy,timing,memory,standardisation]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -23,8 +26,10 @@ import time
 import warnings
 from pathlib import Path
 
+import sassha_optim.data as data_module
 import torch
-from sassha_optim.data import Split, load_digits, load_folder
+from sassha_optim import __version__
+from sassha_optim.data import STD_FLOOR, Split, load_digits, load_folder
 from sassha_optim.training import MLP, build_optimizer, make_closure, top_hessian_eigenvalue, train
 
 HERE = Path(__file__).resolve().parent
@@ -43,7 +48,7 @@ ACCURACY_OPTIMIZERS = [
 TIMING_OPTIMIZERS = ["sgd", "adamw", "sam", "adahessian", "sassha-k1", "sassha"]
 MEMORY_OPTIMIZERS = ["sgd", "adamw", "sam", "adahessian", "sassha"]
 
-# Numbers the paper's authors report (spec §6). Not comparable with our CPU-scale tasks.
+# Numbers the paper's authors report (official repository README; paper Sec. 3). Not comparable with our CPU-scale tasks.
 PAPER_REPORTED = {
     "source": "LOG-postech/Sassha language_tasks/modeling/README.md (GPT-2 small, OpenWebText)",
     "gpt2_validation_loss": {
@@ -64,8 +69,8 @@ def machine() -> dict:
         "torch_threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "platform": platform.platform(),
-        "processor": platform.processor(),
+        "system": platform.system(),
+        "arch": platform.machine(),
     }
 
 
@@ -79,12 +84,21 @@ def write(name: str, payload: dict, quick: bool) -> Path:
 
 
 def summarize(values: list[float]) -> dict:
+    """Mean, sample standard deviation (ddof=1; None for one value), median, N and the values."""
     return {
         "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "std": statistics.stdev(values) if len(values) > 1 else None,
+        "ddof": 1,
+        "n": len(values),
         "median": statistics.median(values),
         "values": values,
     }
+
+
+def majority_accuracy(split: Split) -> float:
+    """Test accuracy (%) of always predicting the most frequent training label (trivial baseline)."""
+    top = int(torch.bincount(split.y_train).argmax())
+    return 100.0 * float((split.y_test == top).float().mean())
 
 
 # ----------------------------------------------------------------------------------------- (a)
@@ -107,7 +121,7 @@ def accuracy(quick: bool) -> dict:
                 torch.manual_seed(seed)
                 model = MLP(split.n_features, split.n_classes, (128, 128))
                 res = train(model, name, split, seed=seed, **cfg)
-                sub = min(len(split.x_train), 2000)  # λ_max on a fixed subset (spec §6)
+                sub = min(len(split.x_train), 2000)  # λ_max on a fixed 2,000-sample subset
                 lam = top_hessian_eigenvalue(
                     model, split.x_train[:sub], split.y_train[:sub], seed=seed
                 )
@@ -115,6 +129,7 @@ def accuracy(quick: bool) -> dict:
                     {
                         "seed": seed,
                         "test_accuracy": res.test_accuracy,
+                        "test_loss": res.test_loss,
                         "train_loss": res.train_loss,
                         "lambda_max": lam,
                         "seconds": res.seconds,
@@ -123,12 +138,14 @@ def accuracy(quick: bool) -> dict:
                 )
                 print(
                     f"[{task}] {name:16s} seed {seed}: acc {res.test_accuracy:6.2f}  "
-                    f"loss {res.train_loss:.4f}  λmax {lam:8.4f}  {res.seconds:5.1f}s",
+                    f"test loss {res.test_loss:.4f}  train loss {res.train_loss:.4f}  "
+                    f"λmax {lam:8.4f}  {res.seconds:5.1f}s",
                     flush=True,
                 )
             rows[name] = {
                 "runs": runs,
                 "test_accuracy": summarize([r["test_accuracy"] for r in runs]),
+                "test_loss": summarize([r["test_loss"] for r in runs]),
                 "train_loss": summarize([r["train_loss"] for r in runs]),
                 "lambda_max": summarize([r["lambda_max"] for r in runs]),
                 "hvp_calls": runs[0]["hvp_calls"],
@@ -138,6 +155,11 @@ def accuracy(quick: bool) -> dict:
             "n_test": len(split.x_test),
             "model": f"MLP {split.n_features}-128-128-{split.n_classes}",
             **cfg,
+            "standardisation": f"train mean/std per feature, std floored at {STD_FLOOR} x the "
+            "std of all training entries",
+            "x_train_abs_max": float(split.x_train.abs().max()),
+            "x_test_abs_max": float(split.x_test.abs().max()),
+            "majority_class_test_accuracy": majority_accuracy(split),
             "optimizers": rows,
             "targets": {
                 "sassha_ge_adamw": rows["sassha"]["test_accuracy"]["mean"]
@@ -146,6 +168,71 @@ def accuracy(quick: bool) -> dict:
                 >= rows["sam"]["test_accuracy"]["mean"],
             },
         }
+    return out
+
+
+# ----------------------------------------------------------------------------------------- (d)
+STANDARDISATION_OPTIMIZERS = ["sgd", "sam", "sassha"]
+
+
+def _legacy_standardize(x_train, x_test, name="data"):
+    """Version 0.1.0's standardisation, ``std + 1e-6`` (kept here only for the comparison)."""
+    mean = x_train.mean(0, keepdim=True)
+    std = x_train.std(0, keepdim=True) + 1e-6
+    return (x_train - mean) / std, (x_test - mean) / std
+
+
+@contextlib.contextmanager
+def legacy_standardisation():
+    saved = data_module._standardize
+    data_module._standardize = _legacy_standardize
+    try:
+        yield
+    finally:
+        data_module._standardize = saved
+
+
+def standardisation(quick: bool) -> dict:
+    """The accuracy protocol (seed 0) with 0.1.0's ``std + 1e-6`` and with the floored std."""
+    loaders = {"digits": (lambda: load_digits(seed=0), 10 if quick else 60, 64)}
+    if MNIST.exists():
+        n = 2000 if quick else 10000
+        loaders["mnist"] = (lambda: load_folder(MNIST, max_train=n, seed=0), 1 if quick else 8, 128)
+    out: dict = {
+        "seed": 0,
+        "floor": f"std floored at {STD_FLOOR} x the std of all training entries",
+        "legacy": "std + 1e-6 (sassha-optim 0.1.0)",
+        "tasks": {},
+    }
+    for task, (load, epochs, batch) in loaders.items():
+        variants: dict = {}
+        for variant in ("legacy", "floor"):
+            if variant == "legacy":
+                with legacy_standardisation():
+                    split = load()
+            else:
+                split = load()
+            rows = {}
+            for name in STANDARDISATION_OPTIMIZERS:
+                torch.manual_seed(0)
+                model = MLP(split.n_features, split.n_classes, (128, 128))
+                res = train(model, name, split, seed=0, epochs=epochs, batch_size=batch)
+                rows[name] = {
+                    "test_accuracy": res.test_accuracy,
+                    "test_loss": res.test_loss,
+                    "train_loss": res.train_loss,
+                }
+                print(
+                    f"[standardisation {task} {variant}] {name:8s} acc {res.test_accuracy:6.2f}  "
+                    f"test loss {res.test_loss:.4f}  train loss {res.train_loss:.4f}",
+                    flush=True,
+                )
+            variants[variant] = {
+                "x_train_abs_max": float(split.x_train.abs().max()),
+                "x_test_abs_max": float(split.x_test.abs().max()),
+                "optimizers": rows,
+            }
+        out["tasks"][task] = {"epochs": epochs, "batch_size": batch, **variants}
     return out
 
 
@@ -262,15 +349,27 @@ def main(argv: list[str] | None = None) -> int:
         help="1 seed, few epochs, few repeats; writes results/quick/, no README render",
     )
     parser.add_argument(
-        "--only", default="accuracy,timing,memory", help="comma-separated subset to run"
+        "--only",
+        default="accuracy,timing,memory,standardisation",
+        help="comma-separated subset of accuracy,timing,memory,standardisation (default: all)",
     )
     parser.add_argument("--no-render", action="store_true", help="do not rewrite the README table")
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
     torch.set_num_threads(1)
     command = "python benchmarks/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    common = {"command": command.strip(), "machine": machine(), "quick": args.quick}
-    jobs = {"accuracy": accuracy, "timing": timing, "memory": memory}
+    common = {
+        "command": command.strip(),
+        "sassha_optim": __version__,
+        "machine": machine(),
+        "quick": args.quick,
+    }
+    jobs = {
+        "accuracy": accuracy,
+        "timing": timing,
+        "memory": memory,
+        "standardisation": standardisation,
+    }
     for name in args.only.split(","):
         start = time.perf_counter()
         payload = jobs[name](args.quick)

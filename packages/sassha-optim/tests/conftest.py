@@ -3,6 +3,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
+
+# No example database in the tree (a stored failing example would replay in every later run), and
+# no deadlines: torch's first calls are slow and timing varies on shared machines.
+settings.register_profile("sassha", database=None, deadline=None)
+settings.load_profile("sassha")
 
 
 def data_root() -> Path:

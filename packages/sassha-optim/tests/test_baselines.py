@@ -1,4 +1,4 @@
-"""Private baselines used by the demo/benchmarks: SAM(SGD) and AdaHessian (spec §8, item 15)."""
+"""Private baselines used by the demo/benchmarks: SAM(SGD) and AdaHessian."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Two gloo processes on CPU following the spec's DDP recipe (§3.5): both forward passes inside
+"""Two gloo processes on CPU following the README's DDP recipe: both forward passes inside
 ``ddp_model.no_sync()``, the optimizer all-reduces ``g̃`` and the signed ``Ĥ``."""
 
 import os

@@ -1,4 +1,4 @@
-"""Closed-form, reference-equivalence and API tests of :class:`sassha_optim.Sassha` (spec §8)."""
+"""Closed-form, reference-equivalence and API tests of :class:`sassha_optim.Sassha` (update of paper Sec. 4)."""
 
 import copy
 import io
@@ -96,7 +96,7 @@ def test_first_step_property_diagonal_quadratic(a, w0, lr, rho, alpha):
 
 
 def reference_recurrence(w0, a, steps, k, lr, rho, b1, b2, eps, mode, alpha=0.5):
-    """Plain-Python Sassha on f = Σ ½ a w² (constant Hessian a), spec §3.1."""
+    """Plain-Python Sassha on f = Σ ½ a w² (constant Hessian a), update steps 1-8 of paper Sec. 4."""
     w = list(w0)
     m = [0.0] * len(w)
     d = [0.0] * len(w)
@@ -139,7 +139,9 @@ def test_multistep_recurrence_lazy(mode):
             torch.testing.assert_close(
                 dhat, torch.tensor(A, dtype=torch.float64), rtol=1e-12, atol=0
             )
-        if mode == "step":  # D̂ underestimated by (1 − β2^{n_ref}) / (1 − β2^{t_ref}) (spec S1)
+        if (
+            mode == "step"
+        ):  # D̂ underestimated by (1 − β2^{n_ref}) / (1 − β2^{t_ref}) (README: Deviations)
             dhat = state["exp_hessian_diag"] / (1 - b2**t_ref)
             factor = (1 - b2**n_ref) / (1 - b2**t_ref)
             torch.testing.assert_close(dhat, factor * torch.tensor(A, dtype=torch.float64))

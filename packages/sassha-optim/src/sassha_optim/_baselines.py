@@ -4,7 +4,7 @@
   the base optimizer's own weight decay (coupled L2 for SGD).
 - :class:`AdaHessian`: diagonal-Hessian Adam (Yao et al., 2021) with Rademacher Hutchinson
   probes, spatial averaging of ``|Ĥ|`` for 4-D conv weights, ``v ← β2 v + (1 − β2) D²`` and
-  ``w ← w(1 − ηλ) − η m̂ / (v̂^{κ/2} + eps)`` (spec §6).
+  ``w ← w(1 − ηλ) − η m̂ / (v̂^{κ/2} + eps)`` (Yao et al., 2021, with κ = 1).
 SGD and AdamW come from ``torch.optim``.
 """
 

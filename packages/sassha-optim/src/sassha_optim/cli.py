@@ -1,368 +1,93 @@
-"""``sassha-optim`` command line: ``demo``, ``train``, ``evaluate``."""
+"""``sassha-optim`` command line: ``demo``, ``train``, ``evaluate`` (on the repository's CLI contract).
+
+Parsing, ``--config`` files, output checks, results files and error lines come from
+:mod:`sassha_optim._contract`; this module declares the subcommands and runs them.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
+import importlib.util
 import statistics
-import sys
-import time
 import warnings
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import numpy as np
 import torch
 
+from ._contract import (
+    CLI,
+    Report,
+    UsageError,
+    blame,
+    choice_list,
+    existing_path,
+    fmt_mean_std,
+    int_list,
+    mean_std,
+    nonneg_float,
+    positive_float,
+    positive_int,
+    progress,
+    require,
+    say,
+    table,
+)
 from .data import Split, load_dataset
 from .training import MLP, OPTIMIZERS, evaluate, hessian_trace, top_hessian_eigenvalue, train
 
-PROG = "sassha-optim"
+DIST = "sassha-optim"
+DATA_NAMES = ("digits", "synthetic")
+SASSHA_ONLY = ("lazy_hessian", "hessian_power", "bias_correction", "hvp_point")
+PLOT = "test_accuracy.png"
 
 
-class UsageError(Exception):
-    """Bad user input: reported as one line on stderr with exit code 2."""
+# ------------------------------------------------------------------------------------------ helpers
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one clear line, exit code 2, no usage dump
-        raise UsageError(message)
+def _have_sklearn() -> bool:
+    return importlib.util.find_spec("sklearn") is not None
 
 
-def _positive_int(name: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer >= 1, got {text!r}")
-        return value
-
-    return parse
-
-
-def _float_range(name: str, low: float, high: float | None = None):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = float("nan")
-        if not (value >= low and (high is None or value < high)):
-            bound = f">= {low}" + (f" and < {high}" if high is not None else "")
-            raise argparse.ArgumentTypeError(f"{name} must be a number {bound}, got {text!r}")
-        return value
-
-    return parse
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 0:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers >= 0, got {text!r}")
-    return values
-
-
-def _optimizer_list(text: str) -> list[str]:
-    names = [v.strip() for v in str(text).split(",") if v.strip()]
-    bad = [n for n in names if n not in OPTIMIZERS]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown optimizer(s) {bad or text!r}; accepted: {','.join(OPTIMIZERS)}"
+def _resolve_data(name: str | Path, flag: str = "--data") -> tuple[str, str]:
+    """The dataset to load and a line saying which data this is (``auto`` picks digits or synthetic)."""
+    if isinstance(name, Path):
+        return str(name), f"data: folder {name.name}"
+    if name == "auto":
+        if _have_sklearn():
+            return "digits", "data: digits (scikit-learn's bundled 8x8 digits)"
+        return "synthetic", (
+            "data: synthetic (scikit-learn not installed; pip install 'sassha-optim[cli]' for digits)"
         )
-    return names
+    if name == "digits":
+        require("sklearn", DIST, "cli", f"{flag} digits")
+        return "digits", "data: digits (scikit-learn's bundled 8x8 digits)"
+    return "synthetic", "data: synthetic (embedded, no download)"
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0, help="base random seed (default: 0)")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default: cpu)")
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=Path("sassha-out"),
-        help="output folder for results.json and plots (default: sassha-out)",
-    )
-    p.add_argument(
-        "--config",
-        type=Path,
-        default=None,
-        help="JSON or YAML file with the same flags (keys like 'epochs' or 'lazy_hessian')",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
-    p.add_argument(
-        "--threads",
-        type=_positive_int("--threads"),
-        default=1,
-        help="torch CPU threads (default: 1; small models run fastest single-threaded)",
-    )
-
-
-def _model_flags(p: argparse.ArgumentParser, epochs: int) -> None:
-    p.add_argument(
-        "--epochs",
-        type=_positive_int("--epochs"),
-        default=epochs,
-        help=f"training epochs (default: {epochs})",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=_positive_int("--batch-size"),
-        default=64,
-        help="minibatch size (default: 64)",
-    )
-    p.add_argument(
-        "--hidden",
-        type=_int_list,
-        default=[128, 128],
-        help="hidden layer widths of the MLP, comma-separated (default: 128,128)",
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=PROG, description="Sassha optimizer (ICML 2025): demo, training and evaluation."
-    )
-    parser.add_argument("--version", action="version", version=_version())
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    demo = sub.add_parser(
-        "demo",
-        help="digits MLP: Sassha vs AdamW vs SAM (offline, minutes)",
-        description="Train an MLP on scikit-learn's bundled digits (or the embedded "
-        "synthetic data without scikit-learn) with Sassha and baselines.",
-    )
-    _common(demo)
-    demo.add_argument(
-        "--quick", action="store_true", help="1 seed, 30 epochs (< 2 minutes on 1 core)"
-    )
-    demo.add_argument(
-        "--data",
-        default="auto",
-        help="auto (digits if scikit-learn is installed, else synthetic), digits, "
-        "synthetic, or a data folder (default: auto)",
-    )
-    demo.add_argument(
-        "--optimizers",
-        type=_optimizer_list,
-        default=["sassha", "adamw", "sam"],
-        help=f"comma-separated presets from: {','.join(OPTIMIZERS)} (default: sassha,adamw,sam)",
-    )
-    demo.add_argument(
-        "--seeds",
-        type=_positive_int("--seeds"),
-        default=3,
-        help="number of seeds (default: 3; --quick uses 1)",
-    )
-    demo.add_argument(
-        "--sharpness",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also compute λ_max of the training-loss Hessian (default: on)",
-    )
-    _model_flags(demo, 60)
-
-    tr = sub.add_parser(
-        "train",
-        help="train an MLP on an IDX/NPZ/CSV image folder (e.g. MNIST)",
-        description="Train an MLP classifier with Sassha (or a baseline preset) on a "
-        "data folder; saves a checkpoint usable by 'evaluate'.",
-    )
-    _common(tr)
-    tr.add_argument(
-        "--data",
-        required=False,
-        default=None,
-        help="data folder (IDX files such as MNIST's, NPZ or CSV) or digits/synthetic",
-    )
-    tr.add_argument(
-        "--optimizer",
-        choices=sorted(OPTIMIZERS),
-        default="sassha",
-        help="optimizer preset (default: sassha)",
-    )
-    tr.add_argument(
-        "--max-train",
-        type=_positive_int("--max-train"),
-        default=None,
-        help="stratified subsample of the training set (default: all)",
-    )
-    tr.add_argument(
-        "--max-test",
-        type=_positive_int("--max-test"),
-        default=None,
-        help="stratified subsample of the test set (default: all)",
-    )
-    tr.add_argument(
-        "--lr", type=_float_range("--lr", 0.0), default=None, help="learning rate (default: preset)"
-    )
-    tr.add_argument(
-        "--rho",
-        type=_float_range("--rho", 0.0),
-        default=None,
-        help="SAM radius for sassha/sam presets (default: preset)",
-    )
-    tr.add_argument(
-        "--lazy-hessian",
-        type=_positive_int("--lazy-hessian"),
-        default=None,
-        help="Hessian refresh interval k for sassha presets (default: preset)",
-    )
-    tr.add_argument(
-        "--hessian-power",
-        type=_float_range("--hessian-power", 0.0),
-        default=None,
-        help="exponent α for sassha presets (default: 0.5)",
-    )
-    tr.add_argument(
-        "--weight-decay",
-        type=_float_range("--weight-decay", 0.0),
-        default=None,
-        help="weight decay as passed to the optimizer (default: preset)",
-    )
-    tr.add_argument(
-        "--bias-correction",
-        choices=["refresh", "step", "none"],
-        default=None,
-        help="Sassha bias correction of D (default: refresh)",
-    )
-    tr.add_argument(
-        "--hvp-point",
-        choices=["perturbed", "reference"],
-        default=None,
-        help="where Sassha evaluates the HVP (default: perturbed)",
-    )
-    _model_flags(tr, 5)
-
-    ev = sub.add_parser(
-        "evaluate",
-        help="evaluate a checkpoint written by 'train'",
-        description="Test accuracy/loss of a saved model, optionally with sharpness.",
-    )
-    _common(ev)
-    ev.add_argument(
-        "--checkpoint",
-        type=Path,
-        required=False,
-        default=None,
-        help="checkpoint.pt written by 'sassha-optim train'",
-    )
-    ev.add_argument("--data", default=None, help="data folder (default: the one used for training)")
-    ev.add_argument(
-        "--sharpness",
-        action="store_true",
-        help="also compute λ_max and tr(H) on up to 2,000 training samples",
-    )
-    return parser
-
-
-def _version() -> str:
-    from . import __version__
-
-    return f"{PROG} {__version__}"
-
-
-def _apply_config(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
-    args = parser.parse_args(argv)
-    if args.config is None:
-        return args
-    path = args.config
-    if not path.is_file():
-        raise UsageError(f"argument --config: file not found: {path}")
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError as exc:
-            raise UsageError("YAML configs need PyYAML: pip install 'sassha-optim[cli]'") from exc
-        values = yaml.safe_load(text) or {}
-    else:
-        try:
-            values = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"argument --config: {path} is not valid JSON ({exc})") from exc
-    if not isinstance(values, dict):
-        raise UsageError(
-            f"argument --config: {path} must contain a mapping of flag names to values"
-        )
-    known = vars(args)
-    cli_given = {a.split("=")[0].lstrip("-").replace("-", "_") for a in argv if a.startswith("--")}
-    extra: list[str] = []
-    for key, value in values.items():
-        dest = str(key).lstrip("-").replace("-", "_")
-        if dest not in known or dest in ("command", "config"):
-            raise UsageError(f"argument --config: unknown key {key!r} in {path}")
-        if dest in cli_given:  # flags on the command line win over the file
-            continue
-        if isinstance(value, bool):
-            if value:
-                extra.append(f"--{dest.replace('_', '-')}")
-            elif isinstance(known[dest], bool) and known[dest]:
-                extra.append(f"--no-{dest.replace('_', '-')}")
-            continue
-        if isinstance(value, list):
-            value = ",".join(str(v) for v in value)
-        extra += [f"--{dest.replace('_', '-')}", str(value)]
-    return parser.parse_args([argv[0], *extra, *argv[1:]])
-
-
-def _device(name: str) -> torch.device:
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise UsageError(
-            f"argument --device: invalid device {name!r} (accepted: cpu, cuda, cuda:N)"
-        ) from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(
-            f"argument --device: {name!r} requested but CUDA is not available (use cpu)"
-        )
-    return device
-
-
-def _load(name: str, seed: int, max_train=None, max_test=None) -> Split:
-    try:
+def _load(name: str, seed: int, max_train: int | None = None, max_test: int | None = None) -> Split:
+    with blame("--data"):
         return load_dataset(name, seed=seed, max_train=max_train, max_test=max_test)
-    except (FileNotFoundError, ValueError) as exc:
-        raise UsageError(f"argument --data: {exc}") from exc
-    except ImportError as exc:
-        raise UsageError(str(exc)) from exc
 
 
-def _versions() -> dict[str, str]:
-    from . import __version__
-
-    return {
-        "sassha-optim": __version__,
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-    }
-
-
-def _write(out: Path, payload: dict[str, Any]) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.json"
-    path.write_text(json.dumps(payload, indent=2, default=str))
-    return path
+def _to(split: Split, device: torch.device) -> Split:
+    return Split(
+        split.x_train.to(device),
+        split.y_train.to(device),
+        split.x_test.to(device),
+        split.y_test.to(device),
+        split.name,
+    )
 
 
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    fmt = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))  # noqa: E731
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
+def _setup(args: argparse.Namespace) -> torch.device:
+    warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
+    torch.set_num_threads(args.threads)
+    return torch.device(args.device)
 
 
-def _progress(total: int, quiet: bool, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, disable=quiet, desc=desc, leave=False)
-
-
-def _plot(out: Path, curves: dict[str, list[list[float]]], title: str) -> str | None:
+def _plot(out: Path, curves: dict[str, list[list[float]]], title: str) -> Path | None:
     try:
         import matplotlib
 
@@ -379,32 +104,57 @@ def _plot(out: Path, curves: dict[str, list[list[float]]], title: str) -> str | 
     ax.set_ylim(bottom=max(0.0, ax.get_ylim()[0]))
     ax.legend()
     fig.tight_layout()
-    path = out / "test_accuracy.png"
+    path = out / PLOT
     fig.savefig(path)
     plt.close(fig)
-    return str(path)
+    return path
 
 
-def _mean_std(values: list[float]) -> tuple[float, float]:
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+def _add_threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--threads",
+        type=positive_int(),
+        default=1,
+        help="torch CPU threads (default: 1; the small MLPs run fastest single-threaded)",
+    )
 
 
-def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
+def _add_model(p: argparse.ArgumentParser, epochs: int) -> None:
+    p.add_argument(
+        "--epochs", type=positive_int(), default=epochs, help=f"training epochs (default: {epochs})"
+    )
+    p.add_argument(
+        "--batch-size", type=positive_int(), default=64, help="minibatch size (default: 64)"
+    )
+    p.add_argument(
+        "--hidden",
+        type=int_list(1),
+        default=[128, 128],
+        help="hidden layer widths of the MLP, comma-separated integers >= 1 (default: 128,128)",
+    )
+
+
+# ------------------------------------------------------------------------------------------ demo
+
+
+def cmd_demo(args: argparse.Namespace) -> Report:
     epochs = 30 if args.quick else args.epochs
-    seeds = [args.seed] if args.quick else [args.seed + i for i in range(args.seeds)]
-    split = _load(args.data, args.seed)
-    device = _device(args.device)
-    split = _to(split, device)
+    n_seeds = 1 if args.quick else args.seeds
+    seeds = [args.seed + i for i in range(n_seeds)]
+    name, note = _resolve_data(args.data)
+    device = _setup(args)
+    split = _to(_load(name, args.seed), device)
+    say(args, f"{note}: {len(split.x_train)} train / {len(split.x_test)} test samples")
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in args.optimizers}
     curves: dict[str, list[list[float]]] = {n: [] for n in args.optimizers}
-    bar = _progress(len(seeds) * len(args.optimizers) * epochs, args.quiet, "demo")
-    for name in args.optimizers:
+    bar = progress(len(seeds) * len(args.optimizers) * epochs, "demo", args.quiet)
+    for opt_name in args.optimizers:
         for seed in seeds:
             torch.manual_seed(seed)
             model = MLP(split.n_features, split.n_classes, tuple(args.hidden)).to(device)
             res = train(
                 model,
-                name,
+                opt_name,
                 split,
                 epochs=epochs,
                 batch_size=args.batch_size,
@@ -415,31 +165,35 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
             run = {"seed": seed, **{k: v for k, v in vars(res).items() if k != "history"}}
             if args.sharpness:
                 run["lambda_max"] = top_hessian_eigenvalue(
-                    model, split.x_train, split.y_train, seed=seed
+                    model, split.x_train[:2000], split.y_train[:2000], seed=seed
                 )
-            runs[name].append(run)
-            curves[name].append([h["test_accuracy"] for h in res.history])
+            runs[opt_name].append(run)
+            curves[opt_name].append([h["test_accuracy"] for h in res.history])
     bar.close()
-    summary = {}
-    for name, rs in runs.items():
-        acc = _mean_std([r["test_accuracy"] for r in rs])
-        summary[name] = {
-            "test_accuracy_mean": acc[0],
-            "test_accuracy_std": acc[1],
+    summary: dict[str, dict[str, Any]] = {}
+    for opt_name, rs in runs.items():
+        acc_mean, acc_std = mean_std([r["test_accuracy"] for r in rs])
+        summary[opt_name] = {
+            "test_accuracy_mean": acc_mean,
+            "test_accuracy_std": acc_std,  # sample std (ddof=1); None for one seed
+            "test_loss_mean": statistics.fmean(r["test_loss"] for r in rs),
             "train_loss_mean": statistics.fmean(r["train_loss"] for r in rs),
             "ms_per_step_median": 1000 * statistics.median(r["seconds_per_step"] for r in rs),
             "hvp_calls": rs[0]["hvp_calls"],
         }
         if args.sharpness:
-            summary[name]["lambda_max_mean"] = statistics.fmean(r["lambda_max"] for r in rs)
+            summary[opt_name]["lambda_max_mean"] = statistics.fmean(r["lambda_max"] for r in rs)
     plot = _plot(args.out, curves, f"{split.name} MLP, {len(seeds)} seed(s)")
-    header = ["optimizer", "test acc %", "train loss", "ms/step", "HVPs"] + (
-        ["λ_max"] if args.sharpness else []
+    acc_head = (
+        f"test acc % (mean ± sample std, {n_seeds} seeds)" if n_seeds > 1 else "test acc % (1 seed)"
     )
+    header = ["optimizer", acc_head, "test loss", "train loss", "ms/step", "HVPs"]
+    header += ["λ_max"] if args.sharpness else []
     rows = [
         [
             n,
-            f"{s['test_accuracy_mean']:.2f} ± {s['test_accuracy_std']:.2f}",
+            fmt_mean_std([r["test_accuracy"] for r in runs[n]]),
+            f"{s['test_loss_mean']:.4f}",
             f"{s['train_loss_mean']:.4f}",
             f"{s['ms_per_step_median']:.2f}",
             s["hvp_calls"],
@@ -447,179 +201,351 @@ def cmd_demo(args: argparse.Namespace) -> dict[str, Any]:
         + ([f"{s['lambda_max_mean']:.3g}"] if args.sharpness else [])
         for n, s in summary.items()
     ]
-    return {
-        "data": split.name,
-        "epochs": epochs,
-        "seeds": seeds,
-        "summary": summary,
-        "runs": runs,
-        "curves": curves,
-        "plot": plot,
-        "_table": _table(rows, header),
-    }
-
-
-def _to(split: Split, device: torch.device) -> Split:
-    return Split(
-        split.x_train.to(device),
-        split.y_train.to(device),
-        split.x_test.to(device),
-        split.y_test.to(device),
-        split.name,
+    return Report(
+        {
+            "data": split.name,
+            "data_note": note,
+            "n_train": len(split.x_train),
+            "n_test": len(split.x_test),
+            "epochs": epochs,
+            "n_seeds": n_seeds,
+            "seeds": seeds,
+            "summary": summary,
+            "runs": runs,
+            "curves": curves,
+            "plot": plot,
+        },
+        table=table(rows, header),
+        files=[plot] if plot else [],
     )
 
 
-def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
-    if args.data is None:
-        raise UsageError(
-            "argument --data: required (a data folder such as MNIST's raw/, or digits)"
-        )
-    split = _to(_load(args.data, args.seed, args.max_train, args.max_test), _device(args.device))
-    overrides = {
-        k: getattr(args, k)
-        for k in (
-            "lr",
-            "rho",
-            "lazy_hessian",
-            "hessian_power",
-            "weight_decay",
-            "bias_correction",
-            "hvp_point",
-        )
-        if getattr(args, k) is not None
-    }
+# ------------------------------------------------------------------------------------------ train
+
+OVERRIDES = (
+    "lr",
+    "rho",
+    "lazy_hessian",
+    "hessian_power",
+    "weight_decay",
+    "bias_correction",
+    "hvp_point",
+)
+
+
+def cmd_train(args: argparse.Namespace) -> Report:
+    overrides = {k: getattr(args, k) for k in OVERRIDES if getattr(args, k) is not None}
     if not args.optimizer.startswith("sassha"):
-        bad = [k for k in overrides if k not in ("lr", "weight_decay", "rho")]
-        if bad or ("rho" in overrides and args.optimizer != "sam"):
+        bad = [k for k in overrides if k in SASSHA_ONLY or (k == "rho" and args.optimizer != "sam")]
+        if bad:
+            flags = ", ".join("--" + k.replace("_", "-") for k in bad)
             raise UsageError(
-                f"argument --optimizer: {args.optimizer} does not take {bad or ['rho']}"
+                "--optimizer",
+                f"{args.optimizer} does not take {flags} (Sassha-only flags need a sassha preset; "
+                "--rho needs sam or a sassha preset)",
             )
+    name, note = _resolve_data(args.data)
+    device = _setup(args)
+    split = _to(_load(name, args.seed, args.max_train, args.max_test), device)
+    say(args, f"{note}: {len(split.x_train)} train / {len(split.x_test)} test samples")
     torch.manual_seed(args.seed)
-    model = MLP(split.n_features, split.n_classes, tuple(args.hidden)).to(split.x_train.device)
-    bar = _progress(args.epochs, args.quiet, f"train {args.optimizer}")
-    try:
-        res = train(
-            model,
-            args.optimizer,
-            split,
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            seed=args.seed,
-            overrides=overrides,
-            progress=bar.update,
-            eval_every=1,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    model = MLP(split.n_features, split.n_classes, tuple(args.hidden)).to(device)
+    bar = progress(args.epochs, f"train {args.optimizer}", args.quiet)
+    res = train(
+        model,
+        args.optimizer,
+        split,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        overrides=overrides,
+        progress=bar.update,
+        eval_every=1,
+    )
     bar.close()
-    args.out.mkdir(parents=True, exist_ok=True)
     ckpt = args.out / "checkpoint.pt"
     torch.save(
         {
+            "format": "sassha-optim checkpoint 1",
             "model": model.state_dict(),
             "hidden": list(args.hidden),
             "n_features": split.n_features,
             "n_classes": split.n_classes,
-            "data": str(args.data),
+            "data": name,
             "seed": args.seed,
             "max_test": args.max_test,
             "max_train": args.max_train,  # same subset -> same standardization in evaluate
         },
         ckpt,
     )
-    curves = {args.optimizer: [[h["test_accuracy"] for h in res.history]]}
-    plot = _plot(args.out, curves, f"{split.name} MLP")
-    metrics = {k: v for k, v in vars(res).items()}
+    plot = _plot(
+        args.out, {args.optimizer: [[h["test_accuracy"] for h in res.history]]}, split.name
+    )
     rows = [
         [
             args.optimizer,
             f"{res.test_accuracy:.2f}",
+            f"{res.test_loss:.4f}",
             f"{res.train_loss:.4f}",
             f"{1000 * res.seconds_per_step:.2f}",
             res.hvp_calls,
         ]
     ]
-    return {
-        "data": split.name,
-        "n_train": len(split.x_train),
-        "n_test": len(split.x_test),
-        "optimizer": args.optimizer,
-        "overrides": overrides,
-        "metrics": metrics,
-        "checkpoint": str(ckpt),
-        "plot": plot,
-        "_table": _table(rows, ["optimizer", "test acc %", "train loss", "ms/step", "HVPs"]),
-    }
-
-
-def cmd_evaluate(args: argparse.Namespace) -> dict[str, Any]:
-    if args.checkpoint is None or not args.checkpoint.is_file():
-        raise UsageError(f"argument --checkpoint: file not found: {args.checkpoint}")
-    try:
-        ckpt = torch.load(args.checkpoint, map_location="cpu", weights_only=True)
-        model = MLP(ckpt["n_features"], ckpt["n_classes"], tuple(ckpt["hidden"]))
-        model.load_state_dict(ckpt["model"])
-    except Exception as exc:  # corrupt or foreign file
-        raise UsageError(f"argument --checkpoint: not a sassha-optim checkpoint ({exc})") from exc
-    split = _load(
-        args.data or ckpt["data"], ckpt["seed"], ckpt.get("max_train"), ckpt.get("max_test")
+    header = ["optimizer", "test acc % (1 seed)", "test loss", "train loss", "ms/step", "HVPs"]
+    return Report(
+        {
+            "data": split.name,
+            "data_note": note,
+            "n_train": len(split.x_train),
+            "n_test": len(split.x_test),
+            "optimizer": args.optimizer,
+            "overrides": overrides,
+            "metrics": vars(res),
+            "checkpoint": ckpt,
+            "plot": plot,
+        },
+        table=table(rows, header),
+        files=[ckpt, *([plot] if plot else [])],
     )
+
+
+# ------------------------------------------------------------------------------------------ evaluate
+
+
+def _read_checkpoint(path: Path) -> tuple[dict[str, Any], MLP]:
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(ckpt, dict) or "model" not in ckpt:
+        raise ValueError(f"{path}: not a checkpoint written by 'sassha-optim train'")
+    for key in ("n_features", "n_classes"):
+        if not isinstance(ckpt.get(key), int) or ckpt[key] < 1:
+            raise ValueError(f"{path}: field {key!r} must be a positive integer")
+    hidden = ckpt.get("hidden")
+    if not isinstance(hidden, list) or not all(isinstance(h, int) and h >= 1 for h in hidden):
+        raise ValueError(f"{path}: field 'hidden' must be a list of widths >= 1")
+    for key in ("max_train", "max_test"):
+        value = ckpt.get(key)
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{path}: field {key!r} must be empty or a positive integer")
+    if not isinstance(ckpt.get("seed", 0), int):
+        raise ValueError(f"{path}: field 'seed' must be an integer")
+    model = MLP(ckpt["n_features"], ckpt["n_classes"], tuple(hidden))
+    model.load_state_dict(ckpt["model"])
+    return ckpt, model
+
+
+def cmd_evaluate(args: argparse.Namespace) -> Report:
+    with blame("--checkpoint", RuntimeError):
+        ckpt, model = _read_checkpoint(args.checkpoint)
+    if args.data is not None:
+        name, note = _resolve_data(args.data)
+    else:
+        stored = ckpt.get("data")
+        if stored in DATA_NAMES:
+            name, note = _resolve_data(str(stored))
+        elif isinstance(stored, str) and Path(stored).is_dir():
+            name, note = _resolve_data(Path(stored))
+        else:
+            raise UsageError(
+                "--data",
+                f"the checkpoint's data {stored!r} is not available here; pass --data "
+                "(a data folder, digits or synthetic)",
+            )
+    device = _setup(args)
+    split = _load(name, int(ckpt.get("seed", 0)), ckpt.get("max_train"), ckpt.get("max_test"))
     if split.n_features != ckpt["n_features"]:
         raise UsageError(
-            f"argument --data: {split.n_features} features, the checkpoint expects "
-            f"{ckpt['n_features']}"
+            "--data",
+            f"{split.n_features} features, but the checkpoint expects {ckpt['n_features']}",
         )
-    device = _device(args.device)
+    if split.n_classes > ckpt["n_classes"]:
+        raise UsageError(
+            "--data",
+            f"labels up to {split.n_classes - 1}, but the checkpoint has {ckpt['n_classes']} "
+            "classes",
+        )
+    say(args, f"{note}: {len(split.x_test)} test samples")
     model, split = model.to(device), _to(split, device)
     metrics: dict[str, Any] = {"test": evaluate(model, split.x_test, split.y_test)}
     if args.sharpness:
         x, y = split.x_train[:2000], split.y_train[:2000]
         metrics["lambda_max"] = top_hessian_eigenvalue(model, x, y, seed=args.seed)
         metrics["hessian_trace"] = hessian_trace(model, x, y, seed=args.seed)
-    rows = [
-        [f"{metrics['test']['accuracy']:.2f}", f"{metrics['test']['loss']:.4f}"]
-        + (
-            [f"{metrics['lambda_max']:.4g}", f"{metrics['hessian_trace']:.4g}"]
-            if args.sharpness
-            else []
-        )
-    ]
-    header = ["test acc %", "test loss"] + (["λ_max", "tr(H)"] if args.sharpness else [])
-    return {
-        "data": split.name,
-        "checkpoint": str(args.checkpoint),
-        "metrics": metrics,
-        "_table": _table(rows, header),
-    }
+    row = [f"{metrics['test']['accuracy']:.2f}", f"{metrics['test']['loss']:.4f}"]
+    header = ["test acc %", "test loss"]
+    if args.sharpness:
+        row += [f"{metrics['lambda_max']:.4g}", f"{metrics['hessian_trace']:.4g}"]
+        header += ["λ_max", "tr(H)"]
+    return Report(
+        {
+            "data": split.name,
+            "data_note": note,
+            "n_test": len(split.x_test),
+            "checkpoint": args.checkpoint,
+            "metrics": metrics,
+        },
+        table=table([row], header),
+    )
 
 
-COMMANDS = {"demo": cmd_demo, "train": cmd_train, "evaluate": cmd_evaluate}
+# ------------------------------------------------------------------------------------------ CLI
+
+
+def build_cli() -> CLI:
+    from . import __version__
+
+    cli = CLI(
+        DIST,
+        description="Sassha optimizer (ICML 2025): demo, training and evaluation of MLPs.",
+        version=__version__,
+    )
+    data_help = (
+        "a data folder (IDX files such as MNIST's, NPZ or CSV), or digits (scikit-learn) or "
+        "synthetic (embedded)"
+    )
+
+    demo = cli.command(
+        "demo",
+        cmd_demo,
+        help="digits MLP: Sassha vs AdamW vs SAM (offline, minutes)",
+        description="Train an MLP on scikit-learn's bundled digits (or the embedded synthetic "
+        "data without scikit-learn) with Sassha and baselines; says which data it ran on.",
+        writes=("results.json", PLOT),
+    )
+    demo.add_argument(
+        "--quick",
+        action="store_true",
+        help="1 seed, 30 epochs (< 2 minutes on 1 core; default: off)",
+    )
+    demo.add_argument(
+        "--data",
+        type=existing_path("dir", names=("auto", *DATA_NAMES)),
+        default="auto",
+        help=f"auto (digits if scikit-learn is installed, else synthetic), or {data_help} "
+        "(default: auto)",
+    )
+    demo.add_argument(
+        "--optimizers",
+        type=choice_list(list(OPTIMIZERS)),
+        default=["sassha", "adamw", "sam"],
+        help=f"comma-separated presets from: {','.join(OPTIMIZERS)} (default: sassha,adamw,sam)",
+    )
+    demo.add_argument(
+        "--seeds",
+        type=positive_int(),
+        default=3,
+        help="number of seeds, --seed, --seed+1, ... (default: 3; --quick uses 1)",
+    )
+    demo.add_argument(
+        "--sharpness",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also compute λ_max of the training-loss Hessian (default: on)",
+    )
+    _add_model(demo, 60)
+    _add_threads(demo)
+
+    tr = cli.command(
+        "train",
+        cmd_train,
+        help="train an MLP on an IDX/NPZ/CSV image folder (e.g. MNIST)",
+        description="Train an MLP classifier with Sassha (or a baseline preset) on a data "
+        "folder; writes results.json and checkpoint.pt for 'evaluate'.",
+        writes=("results.json", "checkpoint.pt", PLOT),
+    )
+    tr.add_argument(
+        "--data",
+        type=existing_path("dir", names=DATA_NAMES),
+        required=True,
+        help=f"{data_help} (required)",
+    )
+    tr.add_argument(
+        "--optimizer",
+        choices=sorted(OPTIMIZERS),
+        default="sassha",
+        help="optimizer preset (default: sassha)",
+    )
+    tr.add_argument(
+        "--max-train",
+        type=positive_int(),
+        default=None,
+        help="stratified subsample of the training set (default: all)",
+    )
+    tr.add_argument(
+        "--max-test",
+        type=positive_int(),
+        default=None,
+        help="stratified subsample of the test set (default: all)",
+    )
+    tr.add_argument(
+        "--lr", type=positive_float(), default=None, help="learning rate > 0 (default: preset)"
+    )
+    tr.add_argument(
+        "--rho",
+        type=nonneg_float(),
+        default=None,
+        help="SAM radius >= 0 for sassha/sam presets (default: preset)",
+    )
+    tr.add_argument(
+        "--lazy-hessian",
+        type=positive_int(),
+        default=None,
+        help="Hessian refresh interval k >= 1 for sassha presets (default: preset, 10)",
+    )
+    tr.add_argument(
+        "--hessian-power",
+        type=nonneg_float(),
+        default=None,
+        help="exponent α >= 0 for sassha presets (default: 0.5)",
+    )
+    tr.add_argument(
+        "--weight-decay",
+        type=nonneg_float(),
+        default=None,
+        help="weight decay >= 0 as passed to the optimizer (default: preset)",
+    )
+    tr.add_argument(
+        "--bias-correction",
+        choices=["refresh", "step", "none"],
+        default=None,
+        help="Sassha bias correction of D (default: refresh)",
+    )
+    tr.add_argument(
+        "--hvp-point",
+        choices=["perturbed", "reference"],
+        default=None,
+        help="where Sassha evaluates the HVP (default: perturbed)",
+    )
+    _add_model(tr, 5)
+    _add_threads(tr)
+
+    ev = cli.command(
+        "evaluate",
+        cmd_evaluate,
+        help="evaluate a checkpoint written by 'train'",
+        description="Test accuracy/loss of a saved model, optionally with sharpness; writes "
+        "evaluate.json (the training run's results.json is kept).",
+        writes=("evaluate.json",),
+    )
+    ev.add_argument(
+        "--checkpoint",
+        type=existing_path("file"),
+        required=True,
+        help="checkpoint.pt written by 'sassha-optim train' (required)",
+    )
+    ev.add_argument(
+        "--data",
+        type=existing_path("dir", names=DATA_NAMES),
+        default=None,
+        help=f"{data_help} (default: the data the checkpoint was trained on)",
+    )
+    ev.add_argument(
+        "--sharpness",
+        action="store_true",
+        help="also compute λ_max and tr(H) on up to 2,000 training samples (default: off)",
+    )
+    _add_threads(ev)
+    return cli
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    try:
-        args = _apply_config(parser, argv)
-        warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
-        torch.set_num_threads(args.threads)
-        start = time.perf_counter()
-        result = COMMANDS[args.command](args)
-    except UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    table = result.pop("_table")
-    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-    payload = {
-        "command": args.command,
-        "config": config,
-        "versions": _versions(),
-        "seed": args.seed,
-        "wall_time_s": time.perf_counter() - start,
-        **result,
-    }
-    path = _write(args.out, payload)
-    if not args.quiet:
-        print(table)
-        print(f"wrote {path}")
-    return 0
+    return build_cli().main(argv)

@@ -1,7 +1,7 @@
 """Sassha: Sharpness-aware Adaptive Second-order optimization with Stable Hessian Approximation.
 
-Shin, Lee, Chung & Lee, ICML 2025 (arXiv:2502.18153). Written from the equations of the package
-specification (section 3.1); equation numbers in the comments refer to the steps of that section:
+Shin, Lee, Chung & Lee, ICML 2025 (arXiv:2502.18153). Written from the update of the paper's Sec. 4
+(Method); "step N" in the comments refers to our numbering of that update, listed here:
 
 1. ``g_t = ∇L_B(w_t)``                                     (first backward, no graph)
 2. ``ε_t = ρ g_t / (‖g_t‖₂ + perturb_eps)``                 (:meth:`Sassha.perturb_weights`)
@@ -106,7 +106,7 @@ def rademacher_like(p: Tensor, generator: torch.Generator) -> Tensor:
     """Probe with i.i.d. entries ±1 (probability ½ each), same shape/dtype/device as ``p``.
 
     ``randint(0, 2)`` draws {0, 1} (upper bound exclusive), mapped to {−1, +1}; this avoids the
-    all −1 probe bug of drawing from ``randint(-1, 1)`` (spec §4, S15).
+    all −1 probe bug of drawing from ``randint(-1, 1)`` (seen in a third-party implementation).
     """
     z = torch.randint(0, 2, p.shape, generator=generator, device=p.device, dtype=p.dtype)
     return z.mul_(2).sub_(1)
@@ -118,7 +118,7 @@ def hutchinson_diagonal(
     probes: Callable[[], list[Tensor]],
     n_samples: int = 1,
 ) -> tuple[list[Tensor], bool]:
-    """Hutchinson estimate ``Ĥ = (1/n) Σ_j z_j ⊙ (∇² L · z_j)`` of diag ∇²L (spec §3.1, step 4).
+    """Hutchinson estimate ``Ĥ = (1/n) Σ_j z_j ⊙ (∇² L · z_j)`` of diag ∇²L (update step 4).
 
     ``grads`` are gradients built with ``create_graph=True`` (``None`` or graph-free entries are
     left out of the differentiated outputs and get ``Ĥ = 0``); ``probes()`` returns one fresh
@@ -150,7 +150,7 @@ def _grads(params: Sequence[Tensor]) -> list[Tensor]:
 
 
 def _coalesced_all_reduce(tensors: list[Tensor], mean: bool) -> None:
-    """All-reduce ``tensors`` in place, one flat buffer per (device, dtype) (spec §3.5)."""
+    """All-reduce ``tensors`` in place, one flat buffer per (device, dtype) (README: data parallel)."""
     import torch.distributed as dist
 
     world = dist.get_world_size()
@@ -172,8 +172,8 @@ def _coalesced_all_reduce(tensors: list[Tensor], mean: bool) -> None:
 class Sassha(Optimizer):
     r"""Sassha optimizer (drop-in :class:`torch.optim.Optimizer`).
 
-    Per step (spec §3.1): gradient at ``w``; SAM perturbation ``ε = ρ g/‖g‖``; gradient ``g̃`` at
-    ``w + ε``; every ``lazy_hessian`` steps a Hutchinson estimate ``Ĥ`` of the Hessian diagonal at
+    Per step (paper Sec. 4; steps 1-8 of the module docstring): gradient at ``w``; SAM
+    perturbation ``ε = ρ g/‖g‖``; gradient ``g̃`` at ``w + ε``; every ``lazy_hessian`` steps a Hutchinson estimate ``Ĥ`` of the Hessian diagonal at
     the perturbed point, stabilised as ``D ← β2 D + (1 − β2)|Ĥ|``; then the Adam-like update
     ``w ← w(1 − ηλ) − η m̂ / (D̂^α + eps)`` with ``α = hessian_power`` (paper: ½).
 
@@ -357,7 +357,7 @@ class Sassha(Optimizer):
 
     @property
     def hessian_due(self) -> bool:
-        """Whether this step refreshes the Hessian: ``(t − 1) mod k == 0`` (spec §3.1, step 4)."""
+        """Whether this step refreshes the Hessian: ``(t − 1) mod k == 0`` (lazy Hessian, step 4)."""
         return self._global_step % self.options["lazy_hessian"] == 0
 
     @property
@@ -421,7 +421,7 @@ class Sassha(Optimizer):
     # ------------------------------------------------------------------ perturbation
     @torch.no_grad()
     def perturb_weights(self, zero_grad: bool = True) -> None:
-        """Move to ``w̃ = w + ε`` with ``ε = ρ g/(‖g‖₂ + perturb_eps)`` (spec §3.1, step 2).
+        """Move to ``w̃ = w + ε`` with ``ε = ρ g/(‖g‖₂ + perturb_eps)`` (update step 2).
 
         The norm is global over all parameters with a gradient; ``adaptive`` groups use
         ``ε = ρ w²⊙g / (‖|w|⊙g‖₂ + perturb_eps)``. Clears the gradients when ``zero_grad``.
@@ -502,7 +502,7 @@ class Sassha(Optimizer):
             self._warned_partial_graph = True
         self._hvp_calls += self.options["n_samples"]
         on, mean = self._distributed()
-        if on:  # average the signed estimate across ranks before |.| (spec §3.5)
+        if on:  # average the signed estimate across ranks before |.| (as the official trainer)
             _coalesced_all_reduce(estimate, mean)
         self._pending_hessian = dict(zip(params, estimate))
 
@@ -618,7 +618,7 @@ class Sassha(Optimizer):
                     h_abs = hessian[p].abs_()
                     state["hessian_refreshes"] += 1
                     state["last_refresh_step"] = state["step"]
-                    if mode == "step":  # stored as in the official code (spec §3.4)
+                    if mode == "step":  # stored as in the official code (README: Deviations)
                         state["bias_correction2"] = (1 - beta2 ** state["step"]) ** alpha
                     if self.options["keep_hessian"]:
                         state["hessian"] = h_abs
@@ -714,7 +714,7 @@ def _single_tensor_update(
     alpha: float,
     eps: float,
 ) -> None:
-    """Readable reference loop: steps 4 (EMA), 6, 7, 8 of spec §3.1 for one (device, dtype)."""
+    """Readable reference loop: update steps 4 (EMA), 6, 7, 8 for one (device, dtype)."""
     for p, g, m, d, h, bc1, bc2, go in zip(
         b["p"], b["g"], b["m"], b["d"], b["h"], b["bc1"], b["bc2"], b["go"]
     ):
