@@ -1,9 +1,8 @@
-import json
+import math
 
 import pytest
 import torch
 from curmgae import CurMGAE, CurMGAEConfig, GAEBaseline
-from curmgae.cli import main
 
 SMALL = dict(hidden=16, decode_channels=32, epochs=6, eval_every=3, batch_size=512)
 
@@ -77,13 +76,17 @@ def test_determinism_and_state_dict(tiny_split):
 
 
 @pytest.mark.parametrize("loss", ["sampled_softmax", "full_softmax"])
-def test_softmax_losses_train(tiny_split, loss):
-    cfg = CurMGAEConfig(loss=loss, num_negatives=4, **{**SMALL, "epochs": 2})
-    h = CurMGAE.from_config(tiny_split.num_features, cfg).fit(tiny_split)
-    assert all(torch.isfinite(torch.tensor(h.losses)))
+def test_softmax_losses_start_at_chance_and_decrease(tiny_split, loss):
+    """An untrained decoder scores all candidates alike, so the first epoch's loss is the chance level
+    log(k + 1) (k = 4 sampled negatives) or log(N) (Eq. 3 over all N nodes); training lowers it."""
+    cfg = CurMGAEConfig(loss=loss, num_negatives=4, **{**SMALL, "epochs": 8})
+    h = CurMGAE.from_config(tiny_split.num_features, cfg).fit(tiny_split, seed=0)
+    chance = math.log(5) if loss == "sampled_softmax" else math.log(tiny_split.num_nodes)
+    assert h.losses[0] == pytest.approx(chance, rel=0.02)
+    assert min(h.losses[1:]) < h.losses[0]
 
 
-def test_gae_baseline_runs(tiny_split):
+def test_gae_baseline_learns_and_is_deterministic(tiny_split):
     m = GAEBaseline(
         tiny_split.num_features, CurMGAEConfig(decoder="inner_product", masking="none", **SMALL)
     )
@@ -94,7 +97,7 @@ def test_gae_baseline_runs(tiny_split):
 
 def test_curriculum_orders_edges_as_planted():
     """Quick synthetic graph: easy (intra-class) edges have lower residuals than hard ones, and the
-    difficulty-chosen set over-represents easy edges (spec 8, robust asserts)."""
+    difficulty-chosen set over-represents easy edges (the paper's Figure 2 effect; robust asserts)."""
     from curmgae import make_curriculum_sbm, split_edges
 
     s = split_edges(make_curriculum_sbm(quick=True, seed=0), seed=0)
@@ -108,42 +111,6 @@ def test_curriculum_orders_edges_as_planted():
     assert after10["share_easy"] > base_easy
 
 
-def test_cli_end_to_end(tmp_path, capsys):
-    out = tmp_path / "run"
-    args = [
-        "--dataset",
-        "synthetic",
-        "--quick",
-        "--epochs",
-        "2",
-        "--hidden",
-        "8",
-        "--out",
-        str(out),
-        "--quiet",
-    ]
-    assert main(["pretrain", *args]) == 0
-    assert (out / "model.pt").is_file()
-    assert main(["evaluate", "--task", "both", "--out", str(out), "--quiet"]) == 0
-    r = json.loads((out / "results.json").read_text())
-    assert {"lp_auc", "lp_ap", "nc_svm_acc", "nc_probe_acc"} <= set(r["metrics"])
-    assert r["versions"]["torch"] and r["seed"] == 0
-
-
-def test_cli_config_file_and_bad_input(tmp_path, capsys):
-    cfg = tmp_path / "c.yaml"
-    cfg.write_text("epochs: 1\nhidden: 8\nquick: true\n")
-    assert main(["pretrain", "--config", str(cfg), "--out", str(tmp_path / "o"), "--quiet"]) == 0
-    assert json.loads((tmp_path / "o" / "results.json").read_text())["config"]["epochs"] == 1
-    assert main(["pretrain", "--mask-ratio", "1.5", "--quick", "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "mask_ratio=1.5" in err[0]
-    assert main(["pretrain", "--method", "bogus"]) == 2
-    assert "--method" in capsys.readouterr().err
-    assert main(["pretrain", "--dataset", "Cora", "--root", str(tmp_path)]) == 2
-    assert "ind.cora.x" in capsys.readouterr().err
-
-
 def test_path_and_random_masks(tiny_split):
     from curmgae import path_mask, random_mask
     from curmgae.masking import edge_units
@@ -155,34 +122,3 @@ def test_path_and_random_masks(tiny_split):
     assert torch.equal(a, b) and 0 < int(a.sum()) < units.size(1)
     r = random_mask(units.size(1), 0.7, torch.Generator().manual_seed(0))
     assert int(r.sum()) == int(0.7 * units.size(1))
-
-
-def test_cli_on_cora_folder(tmp_path, monkeypatch, data_root):
-    root = data_root / "planetoid"
-    if not (root / "Cora" / "raw").is_dir():
-        pytest.skip(f"Cora raw files not found at {root / 'Cora' / 'raw'}")
-    monkeypatch.setenv("CURMGAE_CACHE", str(tmp_path / "cache"))
-    out = str(tmp_path / "cora")
-    common = ["--out", out, "--quiet"]
-    assert (
-        main(
-            [
-                "pretrain",
-                "--dataset",
-                "Cora",
-                "--root",
-                str(root),
-                "--epochs",
-                "1",
-                "--hidden",
-                "16",
-                "--batch-size",
-                "8192",
-                *common,
-            ]
-        )
-        == 0
-    )
-    assert main(["evaluate", "--task", "link", *common]) == 0
-    r = json.loads((tmp_path / "cora" / "results.json").read_text())
-    assert 0.5 < r["metrics"]["lp_auc"] <= 1.0

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from curmgae import (
@@ -10,6 +12,7 @@ from curmgae import (
     full_softmax_loss,
     hits_at_k,
     link_metrics,
+    sampled_softmax_loss,
 )
 from curmgae.models import score_pairs
 from torch_geometric.nn import GAE
@@ -47,11 +50,33 @@ def test_encoder_keeps_every_layer():
     assert len(hs) == 3 and all(h.shape == (3, 8) for h in hs) and all((h >= 0).all() for h in hs)
 
 
-@pytest.mark.parametrize("conv", ["sage", "gin"])
-def test_other_encoders(conv):
-    m = CurMGAE.from_config(3, CurMGAEConfig(encoder=conv, hidden=8))
-    hs = m.encoder(torch.randn(4, 3), torch.tensor([[0, 1], [1, 0]]))
-    assert hs[-1].shape == (4, 8)
+@pytest.mark.parametrize("conv", ["gcn", "sage", "gin"])
+def test_encoders_pass_messages_along_edges_only(conv):
+    """Changing node 1's features changes the output of its neighbour 0 but not of the isolated
+    nodes 2 and 3; outputs are [N, hidden] and non-negative (ReLU on every layer)."""
+    torch.manual_seed(0)
+    m = CurMGAE.from_config(3, CurMGAEConfig(encoder=conv, hidden=8)).eval()
+    ei = torch.tensor([[0, 1], [1, 0]])
+    x = torch.randn(4, 3)
+    x2 = x.clone()
+    x2[1] += 5.0
+    with torch.no_grad():
+        h, h2 = m.encoder(x, ei)[-1], m.encoder(x2, ei)[-1]
+    assert h.shape == (4, 8) and (h >= 0).all()
+    assert not torch.allclose(h[0], h2[0])
+    assert torch.equal(h[2:], h2[2:])
+
+
+def test_softmax_losses_of_constant_scores_are_chance_level():
+    """Equal logits: sampled softmax with k negatives gives log(k + 1), Eq. 3 over N nodes log(N)."""
+    pos = torch.tensor([[0, 1, 2], [3, 4, 5]])
+
+    def const(p):
+        return torch.full((p.size(1),), 0.7)
+
+    got = sampled_softmax_loss(const, pos, 10, 6, torch.Generator().manual_seed(0))
+    assert float(got) == pytest.approx(math.log(7), abs=1e-6)
+    assert float(full_softmax_loss(const, pos, 10)) == pytest.approx(math.log(10), abs=1e-6)
 
 
 def test_bce_equals_pyg_gae_recon_loss():

@@ -1,5 +1,6 @@
 """GAE baseline from PyG (``torch_geometric.nn.GAE``): GCN encoder, inner-product decoder,
-``GAE.recon_loss`` on all training edges with PyG's negative sampling (spec 6.3)."""
+``GAE.recon_loss`` on all training edges with PyG's negative sampling (a baseline of the paper's
+experiments, Sec. 3)."""
 
 from __future__ import annotations
 

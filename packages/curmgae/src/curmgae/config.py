@@ -18,7 +18,9 @@ LAMBDA_PACES = ("additive", "rcl_inverse", "rcl_inverse_full", "linear", "quanti
 RANDOM_POOLS = ("remaining", "curriculum")
 MASK_UNITS = ("undirected", "directed")
 
-#: Where each default comes from: "paper", "code:<repo>", or "inferred" (see the spec, section 3.9).
+#: Where each default comes from: "paper" (its equation or algorithm), "code:<repo>" (S2GAE, RCL or
+#: MaskGAE, the paper's ancestors), or "inferred" (our reconstruction; the paper's appendix with the
+#: hyperparameter tables, App. D, was not available). The README's Deviations section explains each.
 SOURCES: dict[str, str] = {
     "encoder": "code:S2GAE (gcn default)",
     "num_layers": "code:S2GAE",
@@ -81,7 +83,7 @@ def _check_range(
 
 @dataclass
 class CurMGAEConfig:
-    """Hyperparameters of Cur-MGAE (spec section 3.9). ``SOURCES`` records where each default comes from.
+    """Hyperparameters of Cur-MGAE (Eq. 1-4, Algorithm 1). ``SOURCES`` records where each default comes from.
 
     ``masking`` selects the edge-masking strategy of the same training loop: ``curriculum`` (Cur-MGAE,
     Algorithm 1), ``random`` (S2GAE / "w/o Curri."), ``path`` (MaskGAE-style random-walk masking) or

@@ -1,13 +1,19 @@
 """Datasets (never downloaded), graph checks, the leakage-free 85/5/10 edge splitter, negative sampling
-and the embedded synthetic graph with planted easy/medium/hard edges (spec section 5)."""
+and the embedded synthetic graph with planted easy/medium/hard edges (the paper's synthetic curriculum
+benchmark, Sec. 3 and Figure 2)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
-import shutil
+import pickle
 import warnings
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,6 +26,21 @@ PLANETOID_RAW = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 
 
 # --------------------------------------------------------------------------------------- graph utils
+def check_finite(t: Tensor, what: str) -> None:
+    """Raise a ValueError naming ``what``, the count and the first position of NaN/inf entries."""
+    if not t.is_floating_point() or t.numel() == 0:
+        return
+    bad = ~torch.isfinite(t)
+    if bool(bad.any()):
+        first = [int(i) for i in bad.nonzero()[0]]
+        where = f"row {first[0]}, column {first[1]}" if len(first) == 2 else f"index {first}"
+        value = float(t[tuple(first)])
+        raise ValueError(
+            f"{what} hold {int(bad.sum())} non-finite value(s) (NaN or inf); the first, {value}, "
+            f"is at {where}; expected finite numbers"
+        )
+
+
 def prepare_graph(data: Data) -> Data:
     """Validate ``edge_index``; symmetrise (with a warning), drop self-loops and coalesce. Copies."""
     ei = getattr(data, "edge_index", None)
@@ -28,8 +49,13 @@ def prepare_graph(data: Data) -> Data:
         raise ValueError(f"edge_index must be a tensor of shape [2, E]; got {shape}")
     if ei.dtype != torch.long:
         raise ValueError(f"edge_index must have dtype torch.long; got {ei.dtype}")
-    if getattr(data, "x", None) is None:
+    x = getattr(data, "x", None)
+    if x is None:
         raise ValueError("data.x (node features [N, F]) is required")
+    if not isinstance(x, Tensor) or x.dim() != 2 or x.size(0) == 0 or x.size(1) == 0:
+        got = str(tuple(x.shape)) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"node features x must be a tensor of shape [N, F], N, F >= 1; got {got}")
+    check_finite(x, "node features x")
     n = data.num_nodes
     if ei.numel() and (int(ei.min()) < 0 or int(ei.max()) >= n):
         raise ValueError(f"edge_index holds node ids outside [0, {n - 1}]")
@@ -72,6 +98,8 @@ def sample_non_edges(
     """``num`` distinct pairs that are neither self-pairs nor (in either direction) in ``forbidden``.
 
     ``canonical=True`` returns ``u < v`` pairs with no ``(u,v)/(v,u)`` duplicates."""
+    if num == 0:
+        return torch.empty(2, 0, dtype=torch.long)
     banned = set(_pair_keys(forbidden, num_nodes).tolist())
     max_pairs = num_nodes * (num_nodes - 1) // 2 - len(banned)
     if num > max_pairs:
@@ -110,6 +138,12 @@ def split_edges(data: Data, val: float = 0.05, test: float = 0.10, seed: int = 2
     rng = np.random.default_rng(seed)
     perm = torch.from_numpy(rng.permutation(m))
     n_val, n_test = math.floor(val * m), math.floor(test * m)
+    if (val > 0 and n_val == 0) or (test > 0 and n_test == 0):
+        need = math.ceil(1 / min(r for r in (val, test) if r > 0) - 1e-9)
+        raise ValueError(
+            f"the graph has {m} undirected edge(s): too few for a {val:.0%} / {test:.0%} "
+            f"validation / test edge split (at least {need} needed)"
+        )
     val_idx, test_idx, train_idx = (
         perm[:n_val],
         perm[n_val : n_val + n_test],
@@ -139,16 +173,132 @@ def _difficulty_by_pair(g: Data, und: Tensor) -> Tensor:
 
 
 # ---------------------------------------------------------------------------------------- loaders
+#: Version of what the processed cache holds (bump when the reading or preprocessing changes).
+CACHE_FORMAT = 2
+#: Raw file of each PyG folder dataset (``<root>/<name>/raw/<file>``), read with ``read_npz``.
+PYG_NPZ_RAW = {
+    ("coauthor", "cs"): ("CS", "ms_academic_cs.npz"),
+    ("coauthor", "physics"): ("Physics", "ms_academic_phy.npz"),
+    ("amazon", "computers"): ("Computers", "amazon_electronics_computers.npz"),
+    ("amazon", "photo"): ("Photo", "amazon_electronics_photo.npz"),
+}
+
+
 def cache_dir() -> Path:
     """Writable cache: ``$CURMGAE_CACHE`` or ``~/.cache/curmgae``."""
     return Path(os.environ.get("CURMGAE_CACHE", Path.home() / ".cache" / "curmgae"))
 
 
-def load_planetoid(root: str | Path, name: str) -> Data:
+def _find_raw(root: Path, folders: list[str], expected: list[str], what: str) -> Path:
+    """The first of ``<root>/<folder>/raw``, ``<root>/raw``, ``<root>`` holding every ``expected`` file.
+
+    Otherwise a ``FileNotFoundError`` naming the files missing from the folder that holds most of them."""
+    candidates = [root / f / "raw" for f in folders] + [root / "raw", root]
+    present = {c: [f for f in expected if (c / f).is_file()] for c in candidates}
+    for c in candidates:
+        if len(present[c]) == len(expected):
+            return c
+    best = max(candidates, key=lambda c: len(present[c]))  # first one wins ties: <root>/<name>/raw
+    missing = [f for f in expected if f not in present[best]]
+    looked = ", ".join(str(c) for c in candidates)
+    if present[best]:
+        raise FileNotFoundError(
+            f"{what}: {best} lacks {', '.join(missing)} ({len(present[best])} of {len(expected)} "
+            "raw files found); curmgae never downloads"
+        )
+    raise FileNotFoundError(
+        f"{what}: no raw files under {root} (looked in {looked}); expected {', '.join(expected)}; "
+        "curmgae never downloads"
+    )
+
+
+def _identity(files: list[Path], reader: str) -> dict[str, object]:
+    """What the processed data depends on: every raw file's name, size and SHA-256, and the reader."""
+    import torch_geometric
+
+    manifest = {}
+    for f in files:
+        digest = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        manifest[f.name] = {"size": f.stat().st_size, "sha256": digest.hexdigest()}
+    return {
+        "cache_format": CACHE_FORMAT,
+        "reader": reader,
+        "torch_geometric": torch_geometric.__version__,
+        "files": manifest,
+    }
+
+
+def _cached(
+    label: str, files: list[Path], reader: str, read: Callable[[], Data], force_reload: bool
+) -> Data:
+    """``read()``'s result, cached under a key made of the raw files' content and the reader.
+
+    The cache holds ``data.pt`` (a dict of tensors) and ``cache.json`` (the identity it was made from);
+    a cache whose identity differs, or that cannot be read, is rebuilt. ``force_reload`` rebuilds it."""
+    ident = _identity(files, reader)
+    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+    folder = cache_dir() / "processed" / f"{label}-{key}"
+    stamp, payload = folder / "cache.json", folder / "data.pt"
+    if not force_reload and stamp.is_file() and payload.is_file():
+        try:
+            if json.loads(stamp.read_text(encoding="utf-8")) == ident:
+                return Data(**torch.load(payload, map_location="cpu", weights_only=True))
+        except (OSError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError):
+            pass  # unreadable cache: rebuilt below
+    data = read()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = payload.with_suffix(".tmp")
+        torch.save({k: v for k, v in data.to_dict().items()}, tmp)
+        os.replace(tmp, payload)
+        stamp.write_text(json.dumps(ident, indent=1, sort_keys=True), encoding="utf-8")
+    except OSError as exc:  # a read-only cache only costs speed
+        warnings.warn(f"could not write the processed cache in {folder}: {exc}", stacklevel=3)
+    return data
+
+
+def _read_planetoid_file(path: Path) -> None:
+    """Read one Planetoid raw file as PyG does; a truncated or foreign file raises a ValueError naming it."""
+    if path.stat().st_size == 0:
+        raise ValueError(f"{path} is empty")
+    try:
+        if path.name.endswith(".test.index"):
+            values = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+            bad = next((i for i, v in enumerate(values) if v and not v.lstrip("-").isdigit()), None)
+            if bad is not None:
+                raise ValueError(f"line {bad + 1} is {values[bad][:40]!r}, not a node index")
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with open(path, "rb") as fh:
+                pickle.load(fh, encoding="latin1")  # the Planetoid format is pickled (as in PyG)
+    except (
+        EOFError,
+        pickle.UnpicklingError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        ImportError,
+        IndexError,
+        KeyError,
+        UnicodeDecodeError,
+    ) as exc:
+        detail = "truncated" if isinstance(exc, EOFError) else f"{type(exc).__name__}: {exc}"
+        raise ValueError(
+            f"{path} is not a readable Planetoid raw file ({detail[:200]})".replace("\n", " ")
+        ) from exc
+
+
+def load_planetoid(root: str | Path, name: str, *, force_reload: bool = False) -> Data:
     """Planetoid ``name`` (Cora, CiteSeer, PubMed) from ``<root>/<name>/raw`` (or ``<root>/raw``).
 
-    The raw files are copied to a writable cache before PyG processes them (``root`` may be read-only);
-    nothing is ever downloaded."""
+    The raw files are read in place (``root`` may be read-only) and never downloaded. The processed
+    graph is cached in :func:`cache_dir` under a key made of the raw files' content (SHA-256) and the
+    reader, so another ``root`` or changed files are never served a stale graph; ``force_reload``
+    rebuilds the cache. Missing, empty or truncated files raise an error that names them."""
     key = name.lower()
     if key not in PLANETOID_NAMES:
         raise ValueError(
@@ -156,47 +306,87 @@ def load_planetoid(root: str | Path, name: str) -> Data:
         )
     name = PLANETOID_NAMES[key]
     expected = [f"ind.{key}.{s}" for s in PLANETOID_RAW]
-    root = Path(root)
-    candidates = [root / name / "raw", root / key / "raw", root / "raw", root]
-    raw = next((c for c in candidates if all((c / f).is_file() for f in expected)), None)
-    if raw is None:
-        raise FileNotFoundError(
-            f"Planetoid {name} raw files not found under {root} (looked in {name}/raw, raw/, .); "
-            f"expected: {', '.join(expected)}"
-        )
-    from torch_geometric.datasets import Planetoid
+    raw = _find_raw(Path(root), [name, key], expected, f"Planetoid {name}")
+    files = [raw / f for f in expected]
 
-    dst_root = cache_dir() / "planetoid"
-    dst_raw = dst_root / name / "raw"
-    dst_raw.mkdir(parents=True, exist_ok=True)
-    for f in expected:
-        src, dst = raw / f, dst_raw / f
-        if not dst.is_file() or dst.stat().st_size != src.stat().st_size:
-            shutil.copyfile(src, dst)
-    return prepare_graph(Planetoid(str(dst_root), name)[0])
+    def read() -> Data:
+        for f in files:
+            _read_planetoid_file(f)
+        from torch_geometric.io.planetoid import read_planetoid_data
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                return read_planetoid_data(str(raw), name)
+            except (ValueError, IndexError, RuntimeError, TypeError, AttributeError) as exc:
+                raise ValueError(
+                    f"Planetoid {name} raw files in {raw} are inconsistent: {exc}"
+                ) from exc
+
+    data = _cached(name, files, "torch_geometric.io.read_planetoid_data", read, force_reload)
+    return _prepared(data, f"Planetoid {name} in {raw}")
 
 
-def _load_pyg_folder(kind: str, name: str, root: Path) -> Data:
-    from torch_geometric.datasets import Amazon, Coauthor
+def _load_pyg_npz(kind: str, name: str, root: Path, force_reload: bool = False) -> Data:
+    """Coauthor / Amazon graphs from an existing PyG folder (``<root>/<name>/raw/<file>.npz``)."""
+    entry = PYG_NPZ_RAW.get((kind, name.lower()))
+    if entry is None:
+        names = ", ".join(f"{k}:{v[0]}" for k, v in PYG_NPZ_RAW.items())
+        raise ValueError(f"dataset={kind}:{name} is not accepted; accepted: {names}")
+    title, filename = entry
+    raw = _find_raw(root, [title, title.lower()], [filename], f"{kind}:{title}")
+    path = raw / filename
 
-    cls = {"coauthor": Coauthor, "amazon": Amazon}[kind]
-    raw_dir = root / name / "raw"
-    if not raw_dir.is_dir() or not any(raw_dir.iterdir()):
-        raise FileNotFoundError(
-            f"{kind}:{name} raw files not found in {raw_dir}; curmgae never downloads"
-        )
-    return prepare_graph(cls(str(root), name)[0])
+    def read() -> Data:
+        from torch_geometric.io import read_npz
+
+        try:
+            return read_npz(str(path), to_undirected=True)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{path} is not a readable PyG .npz graph: {exc}") from exc
+
+    data = _cached(f"{kind}-{title}", [path], "torch_geometric.io.read_npz", read, force_reload)
+    return _prepared(data, f"{kind}:{title} in {raw}")
+
+
+def _prepared(data: Data, where: str) -> Data:
+    """:func:`prepare_graph` with the source named in its error messages."""
+    try:
+        return prepare_graph(data)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from exc
+
+
+DATASET_NAMES = (
+    "synthetic",
+    "Cora",
+    "CiteSeer",
+    "PubMed",
+    "coauthor:CS",
+    "coauthor:Physics",
+    "amazon:Computers",
+    "amazon:Photo",
+)
 
 
 def load_dataset(
-    name: str, root: str | Path | None = None, seed: int = 0, quick: bool = False
+    name: str | Path,
+    root: str | Path | None = None,
+    seed: int = 0,
+    quick: bool = False,
+    *,
+    force_reload: bool = False,
 ) -> Data:
     """Load a dataset by name without downloading.
 
-    ``synthetic`` (embedded default, spec 5.3), ``Cora``/``CiteSeer``/``PubMed`` or ``planetoid:<name>``,
-    ``coauthor:{CS,Physics}``, ``amazon:{Computers,Photo}`` (existing PyG folders), ``file:<path>``
-    (``.pt`` holding a PyG ``Data`` or ``.npz`` with ``x``, ``edge_index`` and optional ``y``).
+    ``synthetic`` (the embedded default, the paper's synthetic curriculum benchmark of Sec. 3, Figure 2),
+    ``Cora``/``CiteSeer``/``PubMed`` or ``planetoid:<name>`` (raw files under ``root``),
+    ``coauthor:{CS,Physics}``, ``amazon:{Computers,Photo}`` (existing PyG folders under ``root``), or a
+    file: a :class:`~pathlib.Path` or ``file:<path>`` (``.npz`` with ``x``, ``edge_index`` and optional
+    ``y``, or ``.pt`` holding a PyG ``Data``). ``force_reload`` rebuilds the processed cache.
     """
+    if isinstance(name, Path):
+        return _load_file(name)
     key = name.lower()
     if key == "synthetic":
         return make_curriculum_sbm(seed=seed, quick=quick)
@@ -206,35 +396,85 @@ def load_dataset(
     if kind in ("", "planetoid") and dname in PLANETOID_NAMES:
         if root is None:
             raise ValueError(f"dataset={name!r} needs --root DIR (a folder holding {name}/raw)")
-        return load_planetoid(root, dname)
+        return load_planetoid(root, dname, force_reload=force_reload)
     if kind in ("coauthor", "amazon"):
         if root is None:
-            raise ValueError(f"dataset={name!r} needs --root DIR")
-        return _load_pyg_folder(kind, name.split(":", 1)[1], Path(root))
+            raise ValueError(f"dataset={name!r} needs --root DIR (a folder holding <name>/raw)")
+        return _load_pyg_npz(kind, name.split(":", 1)[1], Path(root), force_reload)
     if kind.startswith("ogb") or dname.startswith("ogb"):
-        raise ValueError(f"dataset={name!r}: OGB datasets are not implemented yet in curmgae 0.1.0")
+        raise ValueError(f"dataset={name!r}: OGB datasets are not implemented yet in curmgae")
     raise ValueError(
         f"dataset={name!r} is not accepted; use synthetic, Cora, CiteSeer, PubMed, planetoid:<name>, "
-        "coauthor:<CS|Physics>, amazon:<Computers|Photo> or file:<path.pt|path.npz>"
+        "coauthor:<CS|Physics>, amazon:<Computers|Photo> or a .npz/.pt file"
     )
+
+
+def _array(z: Any, key: str, path: Path) -> np.ndarray:
+    if key not in z.files:
+        raise ValueError(
+            f"{path}: missing field {key!r}; a graph .npz holds x [N, F], edge_index [2, E] and "
+            f"optionally y [N] (found: {', '.join(z.files) or 'nothing'})"
+        )
+    arr = z[key]
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: field {key!r} must be numeric, got dtype {arr.dtype}")
+    return np.asarray(arr)
+
+
+def _integers(arr: np.ndarray, key: str, path: Path) -> np.ndarray:
+    if arr.dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr != np.round(arr))
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"{path}: {key} must hold integers; entry {where} is {arr[where]!r}")
+    return arr.astype(np.int64)
+
+
+def _load_npz(path: Path) -> Data:
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        what = "empty" if path.stat().st_size == 0 else f"not a readable .npz file ({exc})"
+        raise ValueError(f"{path} is {what}") from exc
+    try:
+        with z:
+            x = _array(z, "x", path)
+            ei = _array(z, "edge_index", path)
+            y = _array(z, "y", path) if "y" in z.files else None
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:  # a member cut short
+        raise ValueError(f"{path} is truncated or corrupt ({exc})") from exc
+    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(f"{path}: x must have shape [N, F] with N, F >= 1; got {x.shape}")
+    if ei.ndim != 2 or ei.shape[0] != 2:
+        raise ValueError(f"{path}: edge_index must have shape [2, E]; got {ei.shape}")
+    data = Data(
+        x=torch.as_tensor(x).float(),
+        edge_index=torch.as_tensor(_integers(ei, "edge_index", path)),
+    )
+    if y is not None:
+        if y.shape != (x.shape[0],):
+            raise ValueError(f"{path}: y must have shape [N] = [{x.shape[0]}]; got {y.shape}")
+        data.y = torch.as_tensor(_integers(y, "y", path))
+    return _prepared(data, str(path))
 
 
 def _load_file(path: Path) -> Data:
     if not path.is_file():
         raise FileNotFoundError(f"dataset file not found: {path}")
     if path.suffix == ".npz":
-        z = np.load(path)
-        data = Data(
-            x=torch.as_tensor(z["x"]).float(), edge_index=torch.as_tensor(z["edge_index"]).long()
-        )
-        if "y" in z:
-            data.y = torch.as_tensor(z["y"]).long()
-        return prepare_graph(data)
+        return _load_npz(path)
     if path.suffix == ".pt":
         warnings.warn(
-            f"loading {path} with weights_only=False: only load trusted files", stacklevel=2
+            f"loading {path} with weights_only=False: only load trusted files", stacklevel=3
         )
-        return prepare_graph(torch.load(path, weights_only=False))
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=False)
+        except (OSError, EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile) as e:
+            what = "empty" if path.stat().st_size == 0 else "truncated or not a torch file"
+            raise ValueError(f"{path} is {what} ({type(e).__name__})") from e
+        if not isinstance(data, Data):
+            raise ValueError(f"{path} holds a {type(data).__name__}, not a torch_geometric Data")
+        return _prepared(data, str(path))
     raise ValueError(f"dataset file {path} must end in .pt or .npz")
 
 
@@ -251,7 +491,8 @@ def make_curriculum_sbm(
     seed: int = 0,
     quick: bool = False,
 ) -> Data:
-    """Structure-difficulty synthetic graph (spec 5.3; RCL's generator with its bugs fixed).
+    """Structure-difficulty synthetic graph (the paper's synthetic benchmark behind Figure 2; RCL's
+    generator with its bugs fixed: collisions resampled within the same class pair, p ~ exp(-d)).
 
     Classes sit on a circle; features are 2-D Gaussians around ``radius*(cos, sin)(2 pi c / C)``.
     An edge is intra-class with probability ``homophily``; otherwise an ordered class pair at circular

@@ -1,5 +1,5 @@
-"""Evaluation protocols (spec section 6): link prediction (AUC, AP, Hits@K) and node classification
-(S2GAE's RBF-SVM with 5-fold CV, MaskGAE's linear probe)."""
+"""Evaluation protocols of the paper's experiments (Sec. 3): link prediction (AUC, AP, Hits@K) and node
+classification (S2GAE's RBF-SVM with 5-fold CV, which the paper follows, and MaskGAE's linear probe)."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ class CurMGAE(nn.Module):
 
     @classmethod
     def from_config(cls, in_channels: int, config: CurMGAEConfig | None = None) -> CurMGAE:
-        """Build the S2GAE-style backbone described by ``config`` (spec 3.2-3.3)."""
+        """Build the S2GAE-style backbone described by ``config`` (encoder Eq. 1, decoder Eq. 2)."""
         config = config or CurMGAEConfig()
         return cls(*build_backbone(in_channels, config), config=config)
 

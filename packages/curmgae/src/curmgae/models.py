@@ -129,7 +129,8 @@ class InnerProductDecoder(nn.Module):
 
 
 def score_pairs(decoder: nn.Module, hs: list[Tensor], pairs: Tensor, symmetric: bool) -> Tensor:
-    """Decoder logits; with ``symmetric`` the score is ``(s(v,u) + s(u,v)) / 2`` (spec 3.3)."""
+    """Decoder logits; with ``symmetric`` the score is ``(s(v,u) + s(u,v)) / 2``: Eq. 2's decoder is not
+    symmetric in (v, u), so residuals and evaluation use the average of both orientations."""
     s = decoder(hs, pairs)
     if symmetric:
         s = 0.5 * (s + decoder(hs, pairs.flip(0)))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import platform
+import os
+import pickle
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,13 @@ from torch_geometric.data import Data
 
 from .baselines import GAEBaseline
 from .config import CurMGAEConfig
+from .data import check_finite
 from .evaluation import linear_probe, random_node_split, svm_cv
 from .method import CurMGAE, FitHistory
 
-#: method name -> overrides of the Cur-MGAE config (same backbone, same loop; spec 6.3)
+#: method name -> overrides of the Cur-MGAE config (same backbone, same loop): the paper's ablations
+#: "w/o Curri." (s2gae), "w/o CC Dec." (ip_decoder), "w/o CC Dec. & Curri." (ip_random), the split ratio
+#: extremes (split0, split1), MaskGAE-style path masking, PyG's GAE, and a diagnostic anti-curriculum.
 METHODS: dict[str, dict[str, Any]] = {
     "curmgae": {"masking": "curriculum"},
     "s2gae": {"masking": "random"},  # random-mask backbone = the paper's "w/o Curri."
@@ -86,31 +89,79 @@ def evaluate(
     return out
 
 
-def versions() -> dict[str, str]:
-    import importlib.metadata as md
+#: Fields of a checkpoint written by :func:`save_checkpoint` (``curmgae pretrain``'s ``model.pt``).
+CHECKPOINT_FIELDS = (
+    "state_dict",
+    "config",
+    "method",
+    "dataset",
+    "root",
+    "split_seed",
+    "quick",
+    "seed",
+    "in_channels",
+)
 
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for pkg in ("curmgae", "torch", "torch-geometric", "scikit-learn", "numpy"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:  # pragma: no cover
-            out[pkg] = "missing"
-    return out
+
+def save_checkpoint(path: Path, model: CurMGAE, **meta: Any) -> Path:
+    """Write ``model``'s weights with ``meta`` (the other :data:`CHECKPOINT_FIELDS`) to ``path``.
+
+    Only tensors, strings, numbers and dicts are stored, so :func:`load_checkpoint` reads it with
+    ``torch.load(weights_only=True)``. Written to a temporary file first, then renamed."""
+    missing = [k for k in CHECKPOINT_FIELDS if k not in meta and k != "state_dict"]
+    if missing:
+        raise ValueError(f"save_checkpoint: missing fields {missing}")
+    meta = {k: (str(v) if isinstance(v, Path) else v) for k, v in meta.items()}
+    if isinstance(meta.get("config"), CurMGAEConfig):
+        meta["config"] = meta["config"].to_dict()
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save({"format": "curmgae-checkpoint-1", "state_dict": model.state_dict(), **meta}, tmp)
+    os.replace(tmp, path)
+    return path
 
 
-def write_json(path: Path, payload: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read and check a checkpoint written by :func:`save_checkpoint`.
 
-    def default(o: Any) -> Any:
-        if dataclasses.is_dataclass(o) and not isinstance(o, type):
-            return dataclasses.asdict(o)
-        if isinstance(o, Path):
-            return str(o)
-        if isinstance(o, torch.Tensor):
-            return o.tolist()
-        return str(o)
-
-    path.write_text(json.dumps(payload, indent=1, default=default))
+    Raises ``FileNotFoundError`` when it is absent and ``ValueError`` naming the file when it is empty,
+    truncated, not a curmgae checkpoint, lacks a field or holds non-finite weights."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"checkpoint {path} not found; run 'curmgae pretrain' first (it writes model.pt)"
+        )
+    if path.stat().st_size == 0:
+        raise ValueError(f"checkpoint {path} is empty; expected a model.pt from 'curmgae pretrain'")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except (EOFError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as exc:
+        raise ValueError(
+            f"checkpoint {path} is truncated or not written by 'curmgae pretrain' "
+            f"({type(exc).__name__})"
+        ) from exc
+    if not isinstance(ckpt, dict):
+        raise ValueError(
+            f"checkpoint {path} holds a {type(ckpt).__name__}, not a curmgae checkpoint"
+        )
+    missing = [k for k in CHECKPOINT_FIELDS if k not in ckpt]
+    if missing:
+        raise ValueError(
+            f"checkpoint {path} lacks the field(s) {', '.join(missing)}; "
+            "expected a model.pt from 'curmgae pretrain'"
+        )
+    state = ckpt["state_dict"]
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(f"checkpoint {path}: state_dict must map names to tensors")
+    for name, value in state.items():
+        check_finite(value, f"checkpoint {path}: weight {name!r}")
+    try:
+        ckpt["config"] = CurMGAEConfig.from_dict(ckpt["config"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"checkpoint {path}: bad config ({exc})") from exc
+    if ckpt["method"] not in METHODS:
+        raise ValueError(f"checkpoint {path}: unknown method {ckpt['method']!r}")
+    return ckpt
 
 
 def plot_curriculum(trace: list[dict[str, Any]], path: Path) -> bool:
@@ -122,7 +173,7 @@ def plot_curriculum(trace: list[dict[str, Any]], path: Path) -> bool:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("note: install curmgae[plot] (matplotlib) for the curriculum plot", file=sys.stderr)
+        print("note: install curmgae[cli] (matplotlib) for the curriculum plot", file=sys.stderr)
         return False
     epochs = [e["epoch"] for e in trace]
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))

@@ -1,6 +1,7 @@
 """Edge-difficulty measurer and self-paced mask scheduler (paper section 2.2, Eq. 4, Algorithm 1).
 
-The S-objective of Eq. 4 restricted to existing edges separates per edge (spec 3.6):
+The S-objective of Eq. 4 restricted to existing edges separates per edge (on an existing edge,
+``S*A - A = S - 1``):
 
 * ``penalty="l1"``:      ``min_S beta*R*S + lambda*(1-S) + gamma/2 (S - S_prev)^2``
   -> ``S* = clip(S_prev + (lambda - beta*R)/gamma, 0, 1)``; for ``gamma=0``: ``S* = 1[beta*R < lambda]``.
@@ -8,6 +9,11 @@ The S-objective of Eq. 4 restricted to existing edges separates per edge (spec 3
   -> ``S* = clip((2 lambda - beta*R + gamma*S_prev) / (2 lambda + gamma), 0, 1)``.
 
 Ties (``beta*R == lambda``) are not selected under ``l1`` with ``gamma=0`` (``S* = 0``).
+
+The minimiser does not change when ``lambda``, ``beta`` and ``gamma`` are scaled together, so
+:func:`solve_selection` first scales them by a power of two (exact) that brings ``max(lambda, gamma)``
+into [0.5, 1): tiny (even subnormal) values give the same selection as their normal-range multiples,
+instead of products that round to zero.
 """
 
 from __future__ import annotations
@@ -46,6 +52,17 @@ def objective(
     return beta * R * S + f + 0.5 * gamma * (S - S_prev) ** 2
 
 
+def _scaled_product(beta: float, R: Tensor, k: int) -> Tensor:
+    """``beta * R * 2**k`` (float64) from mantissas and exponents: exact up to one rounding, where the
+    plain product would round subnormal values to zero or overflow in between."""
+    m_beta, e_beta = math.frexp(beta)
+    m_r, e_r = torch.frexp(R)
+    shift = (e_r.to(torch.int64) + (e_beta + k)).double()
+    half = torch.div(shift, 2, rounding_mode="floor")
+    two = torch.tensor(2.0, dtype=torch.float64)
+    return (m_r * m_beta) * torch.pow(two, half) * torch.pow(two, shift - half)
+
+
 def solve_selection(
     R: Tensor,
     lam: float,
@@ -61,14 +78,31 @@ def solve_selection(
         )
     if gamma < 0:
         raise ValueError(f"gamma={gamma!r} must be >= 0")
-    S_prev = torch.zeros_like(R) if S_prev is None else S_prev
+    for label, value in (("lam", lam), ("beta", beta), ("gamma", gamma)):
+        if not math.isfinite(value):
+            raise ValueError(f"{label}={value!r} must be a finite number")
+    dtype = R.dtype if R.is_floating_point() else torch.get_default_dtype()
+    S_prev = torch.zeros_like(R, dtype=torch.float64) if S_prev is None else S_prev.double()
+    R = R.double()  # the scaled products below must not overflow float32
+    if lam == 0 and gamma == 0:
+        # objective beta*R*S: S = 0 (ties with R = 0 go to 0, as under l1)
+        return torch.zeros_like(R, dtype=dtype)
+    # exact rescaling by 2**-e so that max(|lam|, gamma) lies in [0.5, 1) (module docstring)
+    e = math.frexp(max(abs(lam), gamma))[1]
+    lam_s, gamma_s = math.ldexp(lam, -e), math.ldexp(gamma, -e)
+    b = _scaled_product(beta, R, -e)  # beta * R * 2**-e without intermediate under/overflow
     if penalty == "l1":
-        if gamma == 0:
-            return (beta * R < lam).to(R.dtype)
-        return (S_prev + (lam - beta * R) / gamma).clamp(0.0, 1.0)
-    if gamma == 0 and lam == 0:
-        return torch.zeros_like(R)  # objective beta*R*S, R >= 0 -> S = 0
-    return ((2 * lam - beta * R + gamma * S_prev) / (2 * lam + gamma)).clamp(0.0, 1.0)
+        if gamma_s == 0:  # gamma == 0 (or negligible next to lam): the threshold rule
+            S = (b < lam_s).double()
+            return (S if gamma == 0 else torch.where(b == lam_s, S_prev, S)).to(dtype)
+        return (S_prev + (lam_s - b) / gamma_s).clamp(0.0, 1.0).to(dtype)
+    curvature = 2 * lam_s + gamma_s
+    if curvature > 0:
+        return ((2 * lam_s - b + gamma_s * S_prev) / curvature).clamp(0.0, 1.0).to(dtype)
+    # lam < 0 and 2*lam + gamma <= 0: concave objective, the minimum is at an endpoint
+    f0 = lam_s + 0.5 * gamma_s * S_prev**2
+    f1 = b + 0.5 * gamma_s * (1 - S_prev) ** 2
+    return (f1 < f0).to(dtype)
 
 
 def solve_selection_adam(
@@ -173,7 +207,8 @@ class SelfPacedEdgeScheduler:
 
     # ----------------------------------------------------------------------------------- lambda pacing
     def _calibrate(self, R: Tensor) -> None:
-        """Auto-calibration of the additive pace (spec 3.7): ~init_mask_ratio edges selected at first."""
+        """Auto-calibration of the additive pace (our reconstruction of Algorithm 1's step size mu; the
+        paper's rule, App. D.3, is not available): ~init_mask_ratio edges selected at first."""
         if self.lam is None:
             self.lam = self.beta * float(torch.quantile(R, self.init_mask_ratio))
         if self.mu is None:
