@@ -7,7 +7,6 @@ protocol as run.py, fewer seeds. Writes results/cora_ablation.json; render.py ad
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import time
@@ -15,8 +14,9 @@ from pathlib import Path
 
 import torch
 from curmgae import load_planetoid, split_edges
-from curmgae.pipeline import evaluate, make_config, pretrain, versions, write_json
-from run import HERE, METRICS, data_root
+from curmgae._contract import versions, write_json
+from curmgae.pipeline import evaluate, make_config, pretrain
+from run import HERE, METRICS, data_root, summarize
 
 VARIANTS = {
     "curmgae (default: additive pace, split 0.5)": ("curmgae", {}),
@@ -50,10 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"seed {seed} {name}: " + " ".join(f"{k}={res[k]:.4f}" for k in METRICS), flush=True
             )
-    summary = {
-        v: {k: {"mean": statistics.fmean(x), "std": statistics.pstdev(x)} for k, x in d.items()}
-        for v, d in per_seed.items()
-    }
+    summary = summarize(per_seed)
     out = HERE / "results" / "cora_ablation.json"
     write_json(
         out,
@@ -61,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
             "dataset": "Cora",
             "epochs": args.epochs,
             "seeds": list(range(args.seeds)),
-            "command": " ".join([Path(sys.executable).name, *sys.argv]),
-            "versions": versions(),
+            "command": " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+            "versions": versions("curmgae", "torch-geometric", "scikit-learn"),
+            "spread": "std = sample standard deviation over seeds (ddof=1)",
             "per_seed": per_seed,
             "summary": summary,
             "wall_time_s": time.perf_counter() - t0,

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 from curmgae import load_dataset, load_planetoid, split_edges
-from curmgae.pipeline import evaluate, make_config, plot_curriculum, pretrain, versions, write_json
+from curmgae._contract import versions, write_json
+from curmgae.pipeline import evaluate, make_config, plot_curriculum, pretrain
 
 HERE = Path(__file__).resolve().parent
 METHODS = ("curmgae", "s2gae", "path", "gae")
@@ -30,6 +31,22 @@ METRICS = ("lp_auc", "lp_ap", "nc_svm_acc", "nc_probe_acc")
 TIMES = ("epoch_s", "epoch_cpu_s", "time_ratio", "wall_time_ratio")
 #: S2GAE README numbers (their protocol, 200+ epochs, tuned); Cur-MGAE's own table was not available.
 PAPER = {"s2gae": {"lp_auc": 0.9505, "nc_svm_acc": 0.8615}}
+
+
+def summarize(per_seed: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, dict]]:
+    """Mean, sample standard deviation (ddof=1; None for one seed), median and count per metric."""
+    return {
+        m: {
+            k: {
+                "mean": statistics.fmean(v),
+                "std": statistics.stdev(v) if len(v) > 1 else None,
+                "median": statistics.median(v),
+                "n": len(v),
+            }
+            for k, v in vals.items()
+        }
+        for m, vals in per_seed.items()
+    }
 
 
 def data_root() -> Path:
@@ -84,17 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         for method in METHODS:
             per_seed[method]["time_ratio"].append(epoch_cpu[method] / epoch_cpu[BASELINE])
             per_seed[method]["wall_time_ratio"].append(epoch_s[method] / epoch_s[BASELINE])
-    summary = {
-        m: {
-            k: {
-                "mean": statistics.fmean(v),
-                "std": statistics.pstdev(v),
-                "median": statistics.median(v),
-            }
-            for k, v in vals.items()
-        }
-        for m, vals in per_seed.items()
-    }
+    summary = summarize(per_seed)
     cur, base = summary["curmgae"], summary[BASELINE]
     targets = {
         "lp_auc_ge_backbone": cur["lp_auc"]["mean"] >= base["lp_auc"]["mean"],
@@ -107,14 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     payload = {
         "benchmark": "link prediction + node classification, Cur-MGAE vs baselines",
         "dataset": dataset,
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
         "machine": {
             "cores": os.cpu_count(),
             "torch_threads": args.threads,
             "python": platform.python_version(),
             "processor": platform.processor(),
         },
-        "versions": versions(),
+        "versions": versions("curmgae", "torch-geometric", "scikit-learn"),
+        "spread": "std = sample standard deviation over seeds (ddof=1)",
         "epochs": epochs,
         "seeds": seeds,
         "split": "85/5/10 undirected edges, split seed 234+seed, val/test negatives = non-edges",
