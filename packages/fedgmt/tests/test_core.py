@@ -1,4 +1,4 @@
-"""Analytic checks, reductions, invariants and determinism of the shared core (spec section 8)."""
+"""Analytic checks, reductions, invariants, determinism and divergence handling of the shared core."""
 
 import math
 
@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from fedgmt import FedConfig, run_reference
 from fedgmt import algorithms as core
-from fedgmt.guard import UnstableDualError, check_stability, momentum_sum
+from fedgmt.guard import DivergenceMonitor, UnstableDualError, check_stability, momentum_sum
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -236,8 +236,47 @@ def test_divergence_nan_is_reported():
         run_reference(cfg.replace(on_divergence="raise"))
 
 
+def test_divergence_monitor_flags_non_finite_and_exploding_numbers():
+    w1 = {"w": torch.ones(4), "steps": torch.tensor(3)}  # integer buffers are ignored
+    mon = DivergenceMonitor(10, w1, initial_loss=2.0)
+    assert mon.loss_ref == pytest.approx(math.log(10))  # at least log C
+    assert mon.check(w1, test_loss=5.0, train_loss=0.3) is None
+    assert mon.check({"w": 30 * torch.ones(4)}, test_loss=200.0) is None  # bad, not diverged
+    assert "test loss" in mon.check(w1, test_loss=1e3)
+    assert "non-finite train loss" in mon.check(w1, train_loss=float("nan"))
+    assert "parameter norm" in mon.check({"w": 1e4 * torch.ones(4)})
+    assert "non-finite global model (parameter w)" in mon.check(
+        {"w": torch.tensor([1.0, math.inf])}
+    )
+
+
+def test_exploding_but_finite_run_is_diverged_at_round_1():
+    """lr 100 keeps every number finite for a few rounds (test loss ~600, then ~1e17); before, only
+    non-finite values or an accuracy collapse counted, so this run reported "diverged": false."""
+    cfg = FedConfig(method="fedgmt", lr=100.0, allow_unstable=True, **{**SMALL, "num_rounds": 3})
+    h = run_reference(cfg)
+    assert h.diverged and h.diverged_at_round == 1 and h.rounds == [1]
+    assert all(math.isfinite(v) for v in h.loss)
+    with pytest.warns(UserWarning, match="training continues"):
+        w = run_reference(cfg.replace(on_divergence="warn"))
+    assert w.diverged and w.diverged_at_round == 1 and w.rounds == [1, 2, 3]
+    with pytest.raises(core.DivergenceError, match="round 1: test loss"):
+        run_reference(cfg.replace(on_divergence="raise"))
+
+
+def test_healthy_run_is_not_diverged():
+    h = run_reference(FedConfig(method="fedgmt", **SMALL))
+    assert not h.diverged and h.diverged_at_round is None
+
+
+def test_hypothesis_profile_keeps_no_database():
+    from hypothesis import settings as current
+
+    assert current().database is None and current().deadline is None
+
+
 def test_fedgmt_beats_fedavg_direction_small():
-    """Direction only (spec test 15, scaled down): one seed, 20 rounds on digits Dir(0.1)."""
+    """Direction only (scaled down): one seed, 20 rounds on digits Dir(0.1)."""
     cfg = FedConfig(num_rounds=20, local_epochs=3)
     gmt = run_reference(cfg.replace(method="fedgmt")).last_k_accuracy(10)
     avg = run_reference(cfg.replace(method="fedavg")).last_k_accuracy(10)

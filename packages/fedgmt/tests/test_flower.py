@@ -1,5 +1,6 @@
-"""Flower engine: the strategy and ClientApp driven in process (no Ray), and the Ray simulation
-(spec tests 11-12): same global model as the reference loop for the same seed and sampling."""
+"""Flower engine: the strategy and ClientApp driven in process (no Ray), the whole ServerApp
+(``run_server``) on an in-process grid, and the Ray simulation: same global model as the reference
+loop for the same seed and sampling; divergence detected on the Flower path too."""
 
 import pytest
 import torch
@@ -8,7 +9,15 @@ from fedgmt.client_app import client_handlers
 from fedgmt.dataset import load_federated_data
 from fedgmt.model import make_model
 from fedgmt.strategy import STRATEGIES
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import (
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -95,6 +104,53 @@ def test_handshake_requires_all_partitions():
 
     with pytest.raises(ValueError, match=r"expected 4 nodes with partition-id 0\.\.3, got 1"):
         handshake(Grid(), FedConfig(num_clients=4), timeout=0.1)
+
+
+class InProcessGrid:
+    """A Flower ``Grid`` that hands every message to this package's ClientApp handlers in process,
+    one ``context.state`` per node (what a SuperLink with N SuperNodes does, without processes)."""
+
+    def __init__(self, num_clients):
+        self.query, self.train = client_handlers()
+        self.contexts = {
+            1000 + pid: Context(run_id=1, node_id=1000 + pid, state=RecordDict(), run_config={},
+                                node_config={"partition-id": pid, "num-partitions": num_clients})
+            for pid in range(num_clients)
+        }  # fmt: skip
+
+    def get_node_ids(self):
+        return list(self.contexts)
+
+    def send_and_receive(self, messages, timeout=None):
+        out = []
+        for m in messages:
+            handler = self.query if m.metadata.message_type == MessageType.QUERY else self.train
+            out.append(handler(m, self.contexts[m.metadata.dst_node_id]))
+        return out
+
+
+def test_run_server_on_in_process_grid_matches_reference():
+    from fedgmt.server_app import run_server
+
+    cfg = FedConfig(method="fedgmt", **SMALL)
+    strategy = run_server(InProcessGrid(cfg.num_clients), cfg)
+    ref = run_reference(cfg)
+    assert strategy.history.accuracy == ref.accuracy and not strategy.history.diverged
+
+
+@pytest.mark.parametrize("server_eval", [True, False])
+def test_flower_server_detects_exploding_run(server_eval):
+    """lr 100: finite but exploding numbers. The ServerApp stops after round 1 and records it, with
+    the server test set (test loss) and without it (clients' train loss / weights)."""
+    from fedgmt.server_app import run_server
+
+    cfg = FedConfig(method="fedgmt", lr=100.0, allow_unstable=True, **SMALL)
+    strategy = run_server(InProcessGrid(cfg.num_clients), cfg, server_eval=server_eval)
+    h = strategy.history
+    assert h.diverged and h.diverged_at_round == 1 and h.rounds == [1]
+    assert "exceeds" in h.divergence_reason
+    ref = run_reference(cfg)
+    assert ref.diverged and ref.diverged_at_round == 1
 
 
 @pytest.mark.slow

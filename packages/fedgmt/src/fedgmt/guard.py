@@ -1,23 +1,30 @@
-"""Stability guard for the dual (spec 3.5) and divergence errors.
+"""Stability guard for the dual, runtime divergence detection, and divergence errors.
 
-In a zero-curvature direction the dual acts as a constant gradient ``h_i / beta``; K steps of
+The guard is our own analysis of the dual (not from the paper; see the README, Deviations): in a
+zero-curvature direction the dual acts as a constant gradient ``h_i / beta``; K steps of
 momentum SGD from zero momentum multiply ``h_i`` by ``1 - kappa_i`` per participation, with
 ``kappa_i = eta * S(K_i, mu) / beta`` and ``S(K, mu) = sum_{k=1..K} (1 - mu^k) / (1 - mu)``.
 ``kappa >= 2`` diverges.
+
+At run time :class:`DivergenceMonitor` flags a round whose losses or weights are non-finite or have
+exploded relative to the start of the run (both engines call it after every round).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import torch
 
 from .config import FedConfig
 
 __all__ = [
     "CollapseDetector",
     "DivergenceError",
+    "DivergenceMonitor",
     "StabilityReport",
     "UnstableDualError",
     "check_stability",
@@ -70,7 +77,7 @@ class StabilityReport:
 def check_stability(
     sizes: Sequence[int], cfg: FedConfig, *, strict: bool = True
 ) -> StabilityReport:
-    """Pre-flight guard of spec 3.5 over all clients' sizes ``n_i``.
+    """Pre-flight stability guard over all clients' sizes ``n_i`` (kappa_max, see the module).
 
     Applies to the dual methods without a prox term (FedGMT with ``prox = 0``). With
     ``strict=True`` and ``kappa_max >= 2`` raises :class:`UnstableDualError` unless
@@ -118,3 +125,82 @@ class CollapseDetector:
         else:
             self.low = 0
         return self.low >= self.patience
+
+
+LOSS_FACTOR = 100.0
+"""A loss above ``LOSS_FACTOR`` times the starting loss counts as divergence."""
+WEIGHT_FACTOR = 1000.0
+"""A parameter norm above ``WEIGHT_FACTOR`` times the starting norm counts as divergence."""
+
+
+def _norm(params: Mapping[str, torch.Tensor]) -> float:
+    total = 0.0
+    for v in params.values():
+        if torch.is_floating_point(v):
+            total += float(v.detach().double().pow(2).sum())
+    return math.sqrt(total)
+
+
+class DivergenceMonitor:
+    """Flags a round whose numbers are non-finite or exploded relative to the start of the run.
+
+    The references are taken before any training: the loss of the initial model ``w_1`` on the test
+    set (or ``log C``, the cross-entropy of a uniform prediction, when it is not known or smaller)
+    and the parameter norm ``||w_1||`` (at least 1). A round diverges when a test or train loss is
+    non-finite or above ``loss_factor`` times the loss reference, or a parameter is non-finite or
+    the parameter norm exceeds ``weight_factor`` times its reference. Healthy runs stay far below
+    these factors (the test loss of a trained model is rarely above a few times ``log C``).
+    """
+
+    def __init__(
+        self,
+        num_classes: int,
+        initial_params: Mapping[str, torch.Tensor],
+        initial_loss: float | None = None,
+        *,
+        loss_factor: float = LOSS_FACTOR,
+        weight_factor: float = WEIGHT_FACTOR,
+    ) -> None:
+        chance = math.log(max(int(num_classes), 2))
+        start = initial_loss if initial_loss is not None and math.isfinite(initial_loss) else 0.0
+        self.loss_ref = max(chance, float(start))
+        self.weight_ref = max(1.0, _norm(initial_params))
+        self.loss_factor = float(loss_factor)
+        self.weight_factor = float(weight_factor)
+
+    def check(
+        self,
+        params: Mapping[str, torch.Tensor],
+        *,
+        test_loss: float | None = None,
+        train_loss: float | None = None,
+    ) -> str | None:
+        """The reason this round diverged, or None when its numbers look sane."""
+        limit = self.loss_factor * self.loss_ref
+        for name, value in (("test loss", test_loss), ("train loss", train_loss)):
+            if value is None:
+                continue
+            if not math.isfinite(value):
+                return f"non-finite {name} ({value})"
+            if value > limit:
+                return (
+                    f"{name} {value:.3g} exceeds {self.loss_factor:g} x the starting loss "
+                    f"{self.loss_ref:.3g}"
+                )
+        norm = _norm(params)
+        if not math.isfinite(norm):
+            bad = next(
+                (
+                    k
+                    for k, v in params.items()
+                    if torch.is_floating_point(v) and not torch.isfinite(v).all()
+                ),
+                "?",
+            )
+            return f"non-finite global model (parameter {bad})"
+        if norm > self.weight_factor * self.weight_ref:
+            return (
+                f"parameter norm {norm:.3g} exceeds {self.weight_factor:g} x the starting norm "
+                f"{self.weight_ref:.3g}"
+            )
+        return None

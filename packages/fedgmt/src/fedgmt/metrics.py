@@ -1,4 +1,4 @@
-"""Evaluation and the run history (spec 6.1)."""
+"""Evaluation and the run history."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 __all__ = ["History", "evaluate"]
 
-# forward / backward passes per local step (spec 6.1)
+# forward / backward passes per local step (FedGMT: one extra no-grad forward of the EMA teacher)
 PASSES = {
     "fedavg": (1, 1),
     "feddyn": (1, 1),
@@ -51,6 +51,7 @@ class History:
     train_loss: list[float] = field(default_factory=list)
     dp_epsilon_max: list[float] = field(default_factory=list)
     dp_epsilon_mean: list[float] = field(default_factory=list)
+    dp_epsilon_client: list[dict[int, float]] = field(default_factory=list)
     sampled: list[list[int]] = field(default_factory=list)
     diverged: bool = False
     diverged_at_round: int | None = None
@@ -59,13 +60,14 @@ class History:
     final_arrays: dict[str, Tensor] | None = field(default=None, repr=False)
 
     def last_k_accuracy(self, k: int = 10) -> float:
-        """Mean test accuracy over the last ``k`` rounds (the headline, spec 6.1)."""
+        """Mean test accuracy over the last ``k`` rounds (the headline metric)."""
         acc = self.accuracy[-k:]
         return float(sum(acc) / len(acc)) if acc else float("nan")
 
-    def within_run_std(self, k: int = 10) -> float:
+    def within_run_std(self, k: int = 10) -> float | None:
+        """Sample std (ddof=1) of the test accuracy over the last ``k`` rounds (None below 2)."""
         acc = self.accuracy[-k:]
-        return float(statistics.pstdev(acc)) if len(acc) > 1 else 0.0
+        return float(statistics.stdev(acc)) if len(acc) > 1 else None
 
     def median_client_time(self) -> float:
         return float(statistics.median(self.client_time)) if self.client_time else float("nan")

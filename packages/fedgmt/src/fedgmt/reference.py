@@ -1,4 +1,4 @@
-"""Reference engine: an in-process sequential loop over the shared core (spec 3.6).
+"""Reference engine: an in-process sequential loop over the shared core.
 
 Per-client dicts mimic Flower's ``context.state``. Used by tests, benchmarks and
 ``--engine reference``; the Flower engine calls the same three core functions.
@@ -18,11 +18,11 @@ from torch import Tensor, nn
 from . import algorithms as core
 from .config import FedConfig
 from .dataset import FederatedData, load_federated_data
-from .guard import CollapseDetector, DivergenceError, check_stability
+from .guard import CollapseDetector, DivergenceError, DivergenceMonitor, check_stability
 from .metrics import MODELS_MOVED, PASSES, History, evaluate
 from .model import make_model
 
-__all__ = ["cost_counters", "record_round", "run_reference"]
+__all__ = ["cost_counters", "mark_divergence", "record_round", "run_reference", "should_stop"]
 
 
 def cost_counters(method: str, model: nn.Module) -> dict[str, Any]:
@@ -50,9 +50,13 @@ def record_round(
     replies_metrics: list[dict[str, float]],
     detector: CollapseDetector,
     round_time: float,
+    monitor: DivergenceMonitor | None = None,
+    *,
+    check_train_loss: bool = True,
 ) -> None:
-    """Evaluate ``w_{t+1}`` on the test set and append round ``t`` to ``hist``; apply the
-    divergence policy (``stop`` marks ``hist.diverged``; ``raise`` raises)."""
+    """Evaluate ``w_{t+1}`` on the test set, append round ``t`` to ``hist`` and apply the
+    divergence policy (:func:`mark_divergence`) when ``monitor`` or the collapse ``detector``
+    flags the round."""
     model.load_state_dict(state.w)
     acc, loss = evaluate(model, data.x_test, data.y_test)
     hist.rounds.append(t)
@@ -63,27 +67,52 @@ def record_round(
             for k, p in model.named_parameters():
                 p.copy_(state.ema[k])
         hist.ema_accuracy.append(evaluate(model, data.x_test, data.y_test)[0])
+    train_loss = agg_metrics.get("train-loss", 0.0)
     hist.client_time.append(agg_metrics.get("client-time", 0.0))
-    hist.train_loss.append(agg_metrics.get("train-loss", 0.0))
+    hist.train_loss.append(train_loss)
     hist.round_time.append(round_time)
-    eps = [m["dp-epsilon"] for m in replies_metrics if "dp-epsilon" in m]
+    eps = {int(m["partition-id"]): m["dp-epsilon"] for m in replies_metrics if "dp-epsilon" in m}
     if eps:
-        hist.dp_epsilon_max.append(max(eps))
-        hist.dp_epsilon_mean.append(sum(eps) / len(eps))
-    if detector.update(acc) or not math.isfinite(loss):
-        _diverged(hist, cfg, t, f"accuracy collapsed to {acc:.3f} (chance level) at round {t}")
+        hist.dp_epsilon_max.append(max(eps.values()))
+        hist.dp_epsilon_mean.append(sum(eps.values()) / len(eps))
+        hist.dp_epsilon_client.append(eps)
+    reason = None
+    if monitor is not None:
+        reason = monitor.check(
+            state.params(), test_loss=loss, train_loss=train_loss if check_train_loss else None
+        )
+    if reason is None and not math.isfinite(loss):
+        reason = f"non-finite test loss ({loss})"
+    if detector.update(acc) and reason is None:
+        reason = f"accuracy collapsed to {acc:.3f} (chance level) for {detector.patience} rounds"
+    if reason is not None:
+        mark_divergence(hist, cfg, t, reason)
 
 
-def _diverged(hist: History, cfg: FedConfig, t: int, reason: str) -> None:
-    text = f"{reason}; lr={cfg.lr:g} beta={cfg.beta:g}: lower lr or raise beta"
+def mark_divergence(hist: History, cfg: FedConfig, t: int, reason: str) -> None:
+    """Apply ``cfg.on_divergence`` to a diverged round ``t``.
+
+    ``raise`` raises :class:`DivergenceError`; ``stop`` and ``warn`` record ``hist.diverged``,
+    the first diverged round and the reason (``warn`` also warns once). Whether to stop is the
+    caller's decision (:func:`should_stop`).
+    """
+    text = f"round {t}: {reason}"
+    if "lr=" not in reason:
+        text += f"; lr={cfg.lr:g} beta={cfg.beta:g}: lower lr or raise beta"
     if cfg.on_divergence == "raise":
         raise DivergenceError(text)
-    if cfg.on_divergence == "warn":
-        warnings.warn(text, stacklevel=3)
+    if hist.diverged:
         return
     hist.diverged = True
     hist.diverged_at_round = t
     hist.divergence_reason = text
+    if cfg.on_divergence == "warn":
+        warnings.warn(f"fedgmt: {text}; training continues (--on-divergence warn)", stacklevel=3)
+
+
+def should_stop(hist: History, cfg: FedConfig) -> bool:
+    """True when the run diverged and the policy is ``stop``."""
+    return hist.diverged and cfg.on_divergence == "stop"
 
 
 def run_reference(
@@ -106,6 +135,8 @@ def run_reference(
     client_states: dict[int, dict[str, Any]] = {i: {} for i in range(cfg.num_clients)}
     hist = History(method=method, cost=cost_counters(method, model))
     detector = CollapseDetector(data.num_classes)
+    initial_loss = evaluate(model, data.x_test, data.y_test)[1]
+    monitor = DivergenceMonitor(data.num_classes, state.params(), initial_loss)
     rounds = range(1, cfg.num_rounds + 1)
     if progress:
         from tqdm import tqdm
@@ -134,19 +165,18 @@ def run_reference(
                 )
             agg = core.server_aggregate(method, state, replies, cfg)
         except DivergenceError as err:
+            # non-finite numbers: nothing sensible to continue from, whatever the policy
             if cfg.on_divergence == "raise":
                 raise
-            _diverged(hist, cfg, t, str(err))
-            if hist.diverged:
-                break
-            continue
+            mark_divergence(hist, cfg, t, str(err))
+            break
         record_round(
             hist, cfg, t, model, state, data, agg, [r.metrics for r in replies], detector,
-            time.perf_counter() - t_round,
+            time.perf_counter() - t_round, monitor, check_train_loss=criterion is None,
         )  # fmt: skip
         if evaluate_fn is not None:
             evaluate_fn(t, state, client_states)
-        if hist.diverged:
+        if should_stop(hist, cfg):
             break
     hist.final_arrays = {k: v.clone() for k, v in state.w.items()}
     return hist

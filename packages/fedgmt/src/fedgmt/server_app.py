@@ -56,9 +56,11 @@ def run_server(grid: Grid, cfg: FedConfig, server_eval: bool = True) -> Any:
     except DivergenceError as err:
         if cfg.on_divergence == "raise":
             raise
-        strategy.history.diverged = True
-        strategy.history.diverged_at_round = len(strategy.history.rounds) + 1
-        strategy.history.divergence_reason = str(err)
+        h = strategy.history
+        if not h.diverged:  # non-finite numbers found in the clients or in server_aggregate
+            h.diverged = True
+            h.diverged_at_round = len(h.rounds) + 1
+            h.divergence_reason = str(err)
     strategy.history.cost["wall_time_s"] = time.perf_counter() - t0
     return strategy
 

@@ -19,11 +19,11 @@ from torch import nn
 from . import algorithms as core
 from .config import FedConfig
 from .dataset import FederatedData
-from .guard import CollapseDetector, check_stability
-from .metrics import History
+from .guard import CollapseDetector, DivergenceError, DivergenceMonitor, check_stability
+from .metrics import History, evaluate
 from .model import make_model
 from .records import config_record, from_record, to_record
-from .reference import cost_counters, record_round
+from .reference import cost_counters, mark_divergence, record_round, should_stop
 
 __all__ = [
     "STRATEGIES",
@@ -108,6 +108,7 @@ class AlgorithmStrategy(FedAvg):
         self._detector = CollapseDetector(data.num_classes if data else 10)
         self._t_round = 0.0
         self._model: nn.Module | None = None
+        self._monitor: DivergenceMonitor | None = None
 
     def summary(self) -> None:
         log(INFO, "\t├──> %s (fedgmt) over Flower FedAvg", type(self).__name__)
@@ -132,6 +133,13 @@ class AlgorithmStrategy(FedAvg):
             else:
                 names = [k for k in w_1 if "running_" not in k and "num_batches" not in k]
             self.state = core.init_server_state(cfg.method, cfg, w_1, names)
+            initial_loss = None
+            if self.data is not None and self._model is not None:
+                self._model.load_state_dict(w_1)
+                initial_loss = evaluate(self._model, self.data.x_test, self.data.y_test)[1]
+            self._monitor = DivergenceMonitor(
+                self.data.num_classes if self.data else 10, self.state.params(), initial_loss
+            )
         sampled = core.sample_clients(cfg.seed, server_round, cfg.num_clients, cfg.num_sampled)
         self.history.sampled.append(sampled)
         payload = core.server_payload(cfg.method, self.state)
@@ -183,18 +191,28 @@ class AlgorithmStrategy(FedAvg):
         if not parsed:
             reasons = "; ".join(str(e.error.reason) for e in errors)
             log(WARNING, "round %s: no valid replies (%s)", server_round, reasons)
-            if errors and "non-finite" in reasons:
-                from .guard import DivergenceError
-
-                raise DivergenceError(reasons)
+            if errors and ("non-finite" in reasons or "DivergenceError" in reasons):
+                raise DivergenceError(f"round {server_round}: {reasons}")
+            if errors:
+                raise RuntimeError(f"round {server_round}: every sampled client failed: {reasons}")
             return None, None
-        assert self.state is not None
+        assert self.state is not None and self._monitor is not None
         agg = core.server_aggregate(self.cfg.method, self.state, parsed, self.cfg)
         if self.data is not None and self._model is not None:
             record_round(
                 self.history, self.cfg, server_round, self._model, self.state, self.data, agg,
                 [r.metrics for r in parsed], self._detector, time.perf_counter() - self._t_round,
+                self._monitor,
             )  # fmt: skip
+        else:  # no server test set: watch the clients' train loss and the global weights
+            self.history.rounds.append(server_round)
+            self.history.train_loss.append(agg["train-loss"])
+            reason = self._monitor.check(self.state.params(), train_loss=agg["train-loss"])
+            if reason is not None:
+                mark_divergence(self.history, self.cfg, server_round, reason)
+        if should_stop(self.history, self.cfg):
+            # ends Strategy.start; run_server keeps the history (diverged, round, reason)
+            raise DivergenceError(self.history.divergence_reason or "diverged")
         metrics = MetricRecord({k: float(v) for k, v in agg.items()})
         if self.history.dp_epsilon_max:
             metrics["dp-epsilon-max"] = self.history.dp_epsilon_max[-1]
