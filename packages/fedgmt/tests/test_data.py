@@ -1,4 +1,4 @@
-"""Partitioner properties (hypothesis) and loaders (spec tests 9-10)."""
+"""Partitioner properties (hypothesis) and loaders (real files and malformed ones)."""
 
 import gzip
 import struct
@@ -10,6 +10,7 @@ from fedgmt.dataset import load_agnews, load_digits_split, load_mnist_idx, parti
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from . import cli_cases
 from .conftest import data_root
 
 Y = load_digits_split()[1].numpy()
@@ -94,6 +95,57 @@ def test_idx_reader(tmp_path, gz):
     _write_idx(bad, 2051, (2, 3, 3), bytes(10), gz)
     with pytest.raises(ValueError, match="payload"):
         read_idx(bad, 2051)
+
+
+def test_idx_float_images_nan_empty_and_truncated(tmp_path):
+    good = tmp_path / "f.gz"
+    _write_idx(good, 0x0D03, (2, 2, 2), np.full((2, 2, 2), 7.0, ">f4").tobytes(), True)
+    assert read_idx(good, 2051).dtype == np.float32
+    bad = np.full((2, 2, 2), 7.0, ">f4")
+    bad[1, 0, 1] = np.nan
+    _write_idx(tmp_path / "nan.gz", 0x0D03, (2, 2, 2), bad.tobytes(), True)
+    with pytest.raises(ValueError, match=r"nan\.gz: item 1 pixel \(0, 1\) holds .*nan"):
+        read_idx(tmp_path / "nan.gz", 2051)
+    (tmp_path / "empty").write_bytes(b"")
+    with pytest.raises(ValueError, match="empty is empty"):
+        read_idx(tmp_path / "empty", 2051)
+    raw = gzip.compress(struct.pack(">IIII", 2051, 50, 28, 28) + bytes(50 * 784))
+    (tmp_path / "cut.gz").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ValueError, match=r"cut.gz is not a complete gzip file"):
+        read_idx(tmp_path / "cut.gz", 2051)
+    with pytest.raises(ValueError, match=r"bad IDX magic 3331 in f.gz"):
+        read_idx(good, 2049)  # float labels are refused
+
+
+def test_mnist_folder_errors_name_the_file(tmp_path):
+    folder = cli_cases.nan_mnist(tmp_path / "m")
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte.gz: item 3 pixel"):
+        load_mnist_idx(folder)
+    _write_idx(folder / "train-images-idx3-ubyte.gz", 2051, (5, 28, 28), bytes(5 * 784), True)
+    with pytest.raises(ValueError, match=r"5 images in train-images.* but 40 labels"):
+        load_mnist_idx(folder)
+    other = cli_cases.nan_mnist(tmp_path / "m2")
+    (other / "t10k-labels-idx1-ubyte.gz").unlink()
+    _write_idx(other / "train-images-idx3-ubyte.gz", 2051, (40, 28, 28), bytes(40 * 784), True)
+    with pytest.raises(FileNotFoundError, match="lacks t10k-labels-idx1-ubyte"):
+        load_mnist_idx(other)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("", "test.csv is empty"),
+        ('"1","a","b"\n"nan","c","d"\n', r"row 2, column 1: expected a class label 1, 2, 3 or 4, got 'nan'"),
+        ('"1","a"\n', "row 1: expected 3 columns"),
+        ('"5","a","b"\n', "got '5'"),
+        ('"1","a","b"\n"2","a,"b\n', "malformed or truncated CSV"),
+        ('"1","a","b"\n"1","a","b"\n"2","a","b"\n', r"class\(es\) \[2, 3, 4\] have fewer than 2"),
+    ],
+)  # fmt: skip
+def test_agnews_malformed_files(tmp_path, text, match):
+    (tmp_path / "test.csv").write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=match):
+        load_agnews(tmp_path)
 
 
 def test_mnist_real():

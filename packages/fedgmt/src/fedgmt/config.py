@@ -1,7 +1,7 @@
 """Run configuration: the :class:`FedConfig` dataclass with validation.
 
-Keys follow the spec (section 3.4 / 3.8). In a Flower ``run_config`` the same keys are written with
-hyphens (``ema-alpha``); :meth:`FedConfig.from_run_config` / :meth:`FedConfig.to_run_config` convert.
+Keys are the options of the official FL-SAM code where it has them (``gamma``, ``tau``, ``ema_alpha``,
+``beta``...). In a Flower ``run_config`` the same keys are written with hyphens (``ema-alpha``); :meth:`FedConfig.from_run_config` / :meth:`FedConfig.to_run_config` convert.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ DUAL_METHODS = ("fedgmt", "feddyn", "fedspeed")
 
 @dataclass
 class FedConfig:
-    """Configuration of one federated run (defaults: the embedded digits setup, spec 5.3).
+    """Configuration of one federated run (defaults: the embedded scikit-learn digits setup).
 
     Every field is validated by :meth:`validate` (called in ``__post_init__``); a bad value raises
     ``ValueError`` naming the field, the value and what is accepted.
@@ -51,7 +51,7 @@ class FedConfig:
     weight_decay: float = 1e-5
     batch_size: int = 16
     local_epochs: int = 5
-    # FedGMT (eq. of spec 3.2/3.3)
+    # FedGMT: KL to the EMA teacher (gamma, tau, ema_alpha) and the dual h_i / beta
     gamma: float = 1.0
     tau: float = 3.0
     ema_alpha: float = 0.95
@@ -99,6 +99,8 @@ class FedConfig:
         choice("teacher_mode", ("eval", "train"))
         choice("aggregation_weights", ("samples", "uniform"))
         choice("on_divergence", ("stop", "raise", "warn"))
+        if self.model == "cnn" and self.dataset != "mnist":
+            raise bad("model", "auto or mlp for this dataset (the CNN takes 28x28 MNIST images)")
         for name in ("num_clients", "num_rounds", "batch_size", "local_epochs", "client_threads"):
             if int(getattr(self, name)) < 1:
                 raise bad(name, "an integer >= 1")

@@ -1,6 +1,8 @@
 """Data: loaders (sklearn digits, MNIST IDX, AG News CSV, synthetic) and partitioners.
 
-The partitioner (spec 5.4) never hangs and never leaves a client below ``min_size``: Dirichlet
+Loaders validate what they read and raise ``ValueError`` naming the file, the row or item and what is
+expected (empty or truncated files, wrong magic numbers, shapes or columns, NaN/inf values, labels
+out of range). The Dirichlet partitioner never hangs and never leaves a client below ``min_size``: Dirichlet
 proportions are drawn with :class:`numpy.random.Generator`, rounded with largest remainders, then
 repaired by moving single samples from the largest client.
 """
@@ -13,6 +15,7 @@ import gzip
 import math
 import re
 import warnings
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,7 @@ __all__ = [
     "FederatedData",
     "Partition",
     "load_agnews",
+    "load_dataset",
     "load_digits_split",
     "load_federated_data",
     "load_mnist_idx",
@@ -98,7 +102,7 @@ def partition(
         scheme: ``"dirichlet"`` (p_c ~ Dir(alpha 1_N) per class), ``"iid"`` or ``"shards"``
             (McMahan et al. 2017: sorted by label, ``shards_per_client`` shards per client).
         alpha: Dirichlet concentration, finite and > 0.
-        min_size: every client gets at least this many samples (repair step, spec 5.4).
+        min_size: every client gets at least this many samples (repair step).
         seed: seed of the numpy Generator.
         self_balancing: NIID-Bench mask: zero the proportions of clients already holding >= n/N.
 
@@ -211,28 +215,64 @@ def load_digits_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch
     )
 
 
+_IDX_TYPES: dict[int, np.dtype[Any]] = {
+    0x08: np.dtype(np.uint8),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+
+
 def read_idx(path: str | Path, expected_magic: int) -> np.ndarray:
-    """Read an IDX file (``.gz`` by extension). Magic 2051: images (n, rows, cols); 2049: labels."""
+    """Read an IDX file (``.gz`` by extension). Magic 2051: images (n, rows, cols); 2049: labels.
+
+    Images may also be float32/float64 IDX files (magic 3331/3587) holding intensities on the same
+    0-255 scale; their values must be finite and in [0, 255]. Raises ``ValueError`` naming the file
+    for an empty, truncated or mislabelled file.
+    """
     path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as fh:
-        raw = fh.read()
-    if len(raw) < 8:
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as fh:
+                raw = fh.read()
+        else:
+            raw = path.read_bytes()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ValueError(f"{path.name} is not a complete gzip file ({exc})") from exc
+    if not raw:
+        raise ValueError(f"{path.name} is empty; expected an IDX file")
+    if len(raw) < 4:
         raise ValueError(f"truncated IDX header in {path.name}")
     magic = int.from_bytes(raw[:4], "big")
-    if magic != expected_magic:
-        raise ValueError(f"bad IDX magic {magic} in {path.name} (expected {expected_magic})")
-    ndim = 3 if magic == 2051 else 1
+    ndim = expected_magic & 0xFF
+    images = expected_magic == 2051
+    allowed = {2051, 3331, 3587} if images else {expected_magic}
+    if magic not in allowed:
+        expected = "2051, or 3331/3587 for float32/float64 pixels" if images else expected_magic
+        raise ValueError(f"bad IDX magic {magic} in {path.name} (expected {expected})")
+    dtype = _IDX_TYPES[(magic >> 8) & 0xFF]
     header = 4 + 4 * ndim
     if len(raw) < header:
         raise ValueError(f"truncated IDX header in {path.name}")
     dims = [int.from_bytes(raw[4 + 4 * k : 8 + 4 * k], "big") for k in range(ndim)]
-    size = int(np.prod(dims))
+    size = int(np.prod(dims)) * dtype.itemsize
     if len(raw) - header != size:
         raise ValueError(
-            f"IDX payload of {path.name} has {len(raw) - header} bytes, expected {size} for {dims}"
+            f"IDX payload of {path.name} has {len(raw) - header} bytes, expected {size} for "
+            f"{dims} (truncated or padded file)"
         )
-    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(dims)
+    if dims[0] == 0:
+        raise ValueError(f"{path.name} holds no items (dimensions {dims})")
+    arr = np.frombuffer(raw, dtype=dtype, offset=header).reshape(dims)
+    if dtype.kind == "f":
+        bad = ~np.isfinite(arr) | (arr < 0) | (arr > 255)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"{path.name}: item {where[0]} pixel {where[1:]} holds {arr[where]!r}; expected "
+                "finite intensities in [0, 255]"
+            )
+        arr = arr.astype(np.float32)
+    return arr
 
 
 def _find(root: Path, stem: str) -> Path:
@@ -240,26 +280,42 @@ def _find(root: Path, stem: str) -> Path:
         if (root / name).exists():
             return root / name
     raise FileNotFoundError(
-        f"MNIST folder {root} lacks {stem}[.gz] (expected train-images-idx3-ubyte, "
-        "train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte)"
+        f"MNIST folder {root} lacks {stem}[.gz] (the folder needs train-images-idx3-ubyte, "
+        "train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, .gz or raw)"
     )
 
 
 def load_mnist_idx(
     root: str | Path,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """MNIST from the original IDX files, normalised with (x/255 - 0.1307)/0.3081, flattened."""
+    """MNIST from the original IDX files, normalised with (x/255 - 0.1307)/0.3081, flattened.
+
+    Raises ``ValueError`` when a file is invalid (see :func:`read_idx`), when images and labels
+    disagree in number, or when train and test images differ in shape.
+    """
     root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"MNIST folder {root} does not exist")
     out = []
+    shapes = []
     for split in ("train", "t10k"):
-        img = read_idx(_find(root, f"{split}-images-idx3-ubyte"), 2051)
-        lab = read_idx(_find(root, f"{split}-labels-idx1-ubyte"), 2049)
+        img_path = _find(root, f"{split}-images-idx3-ubyte")
+        lab_path = _find(root, f"{split}-labels-idx1-ubyte")
+        img = read_idx(img_path, 2051)
+        lab = read_idx(lab_path, 2049)
         if img.shape[0] != lab.shape[0]:
             raise ValueError(
-                f"MNIST {split}: {img.shape[0]} images but {lab.shape[0]} labels in {root}"
+                f"MNIST {split}: {img.shape[0]} images in {img_path.name} but {lab.shape[0]} "
+                f"labels in {lab_path.name}"
             )
+        shapes.append((img_path.name, img.shape[1:]))
         x = (img.reshape(img.shape[0], -1).astype(np.float32) / 255.0 - 0.1307) / 0.3081
         out += [torch.from_numpy(x), torch.from_numpy(lab.astype(np.int64))]
+    if shapes[0][1] != shapes[1][1]:
+        raise ValueError(
+            f"MNIST images differ in shape: {shapes[0][0]} {tuple(shapes[0][1])} vs "
+            f"{shapes[1][0]} {tuple(shapes[1][1])}"
+        )
     return out[0], out[1], out[2], out[3]
 
 
@@ -284,25 +340,54 @@ class TextVocab:
         return ids + [0] * (length - len(ids))
 
 
+def _read_agnews_rows(path: Path) -> list[tuple[int, list[str]]]:
+    """Rows ``(label 0..3, tokens)`` of an AG News CSV (class 1-4, title, description)."""
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            for number, rec in enumerate(csv.reader(fh, strict=True), 1):
+                if len(rec) != 3:
+                    raise ValueError(
+                        f"{path.name} row {number}: expected 3 columns (class, title, "
+                        f"description), got {len(rec)}"
+                    )
+                text = rec[0].strip()
+                if not text.isdigit() or not 1 <= int(text) <= 4:
+                    raise ValueError(
+                        f"{path.name} row {number}, column 1: expected a class label 1, 2, 3 "
+                        f"or 4, got {rec[0]!r}"
+                    )
+                rows.append((int(text) - 1, _tokens(rec[1], rec[2])))
+    except csv.Error as exc:
+        raise ValueError(f"{path.name}: malformed or truncated CSV ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path.name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    if not rows:
+        raise ValueError(f"{path.name} is empty; expected rows of class, title, description")
+    counts = Counter(r[0] for r in rows)
+    thin = sorted(c + 1 for c in range(4) if counts.get(c, 0) < 2)
+    if thin:
+        raise ValueError(
+            f"{path.name}: class(es) {thin} have fewer than 2 rows; the stratified 80/20 split "
+            "needs at least 2 rows of every class 1-4"
+        )
+    return rows
+
+
 def load_agnews(
     root: str | Path, length: int = 64, min_freq: int = 2
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """AG News original test.csv, re-split stratified 80/20 (seed 0): 6,080/1,520 rows.
 
     Returns token ids (padded to ``length``), labels 0..3 and the vocabulary size (train-only
-    vocabulary with ``min_freq``).
+    vocabulary with ``min_freq``). Raises ``ValueError`` naming the row of a malformed file.
     """
     from sklearn.model_selection import train_test_split
 
     path = Path(root) / "test.csv"
-    if not path.exists():
+    if not path.is_file():
         raise FileNotFoundError(f"AG News folder {root} lacks test.csv")
-    rows = []
-    with open(path, newline="", encoding="utf-8") as fh:
-        for rec in csv.reader(fh):
-            if len(rec) != 3:
-                raise ValueError(f"{path.name}: expected 3 columns, got {len(rec)}")
-            rows.append((int(rec[0]) - 1, _tokens(rec[1], rec[2])))
+    rows = _read_agnews_rows(path)
     y = np.array([r[0] for r in rows], dtype=np.int64)
     idx_tr, idx_te = train_test_split(
         np.arange(len(rows)), test_size=0.2, random_state=0, stratify=y
@@ -382,6 +467,12 @@ def default_data_dir(dataset: str) -> Path:
     return base / ("mnist/raw" if dataset == "mnist" else "ag_news")
 
 
+def load_dataset(cfg: FedConfig) -> tuple[Any, ...]:
+    """The raw tensors of ``cfg.dataset`` (cached): ``(x_train, y_train, x_test, y_test, vocab_size,
+    natural_partition)``. Raises ``ValueError``/``OSError`` for missing or invalid files."""
+    return _load_raw(cfg.dataset, cfg.data_dir, cfg.partition_seed, cfg.num_clients)
+
+
 @functools.lru_cache(maxsize=4)
 def _load_raw(dataset: str, data_dir: str | None, seed: int, num_clients: int) -> tuple[Any, ...]:
     if dataset == "digits":
@@ -397,9 +488,7 @@ def _load_raw(dataset: str, data_dir: str | None, seed: int, num_clients: int) -
 
 def load_federated_data(cfg: FedConfig) -> FederatedData:
     """Load ``cfg.dataset`` and partition it deterministically (``cfg.partition_seed``)."""
-    xtr, ytr, xte, yte, vocab, natural = _load_raw(
-        cfg.dataset, cfg.data_dir, cfg.partition_seed, cfg.num_clients
-    )
+    xtr, ytr, xte, yte, vocab, natural = load_dataset(cfg)
     if cfg.max_train_samples is not None and cfg.max_train_samples < len(ytr):
         keep = np.sort(
             np.random.default_rng(cfg.partition_seed).permutation(len(ytr))[: cfg.max_train_samples]
