@@ -67,7 +67,7 @@ def accuracy_benchmark(rounds: int, seeds: list[int]) -> dict:
         for m in METHODS:
             vals = [v for v in per[m]["last10"] if v is not None]
             per[m]["mean"] = statistics.mean(vals) if vals else None
-            per[m]["std"] = statistics.pstdev(vals) if len(vals) > 1 else 0.0
+            per[m]["std"] = statistics.stdev(vals) if len(vals) > 1 else None  # ddof=1
         out["splits"][split] = {
             "alpha": alpha,
             "methods": per,
@@ -102,7 +102,7 @@ def mnist_benchmark(rounds: int, seeds: list[int], data_dir: str | None) -> dict
         ratios_sam.append(times["fedgmt"] / times["fedsam"])
     for m in METHODS:
         per[m]["mean"] = statistics.mean(per[m]["last10"])
-        per[m]["std"] = statistics.pstdev(per[m]["last10"]) if len(seeds) > 1 else 0.0
+        per[m]["std"] = statistics.stdev(per[m]["last10"]) if len(seeds) > 1 else None  # ddof=1
     return {
         "methods": per,
         "time_ratio_fedgmt_over_fedavg": ratios_avg,

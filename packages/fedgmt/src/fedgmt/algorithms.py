@@ -1,4 +1,4 @@
-"""Shared arithmetic of all methods (spec 3.2, 3.3, 6.2). Pure torch; both engines call only
+"""Shared arithmetic of all methods. Pure torch; both engines call only
 :func:`client_update`, :func:`server_payload` and :func:`server_aggregate`.
 
 Notation: ``w`` parameters (ordered ``named_parameters()``), ``e`` the EMA (trajectory) model,
@@ -135,7 +135,7 @@ def sample_clients(seed: int, round_t: int, num_clients: int, num_sampled: int) 
 
 # ---------------------------------------------------------------------------- client
 def trajectory_kl(z: Tensor, s: Tensor, tau: float) -> Tensor:
-    """``tau^2 * (1/B) sum_b KL(softmax(s_b/tau) || softmax(z_b/tau))`` (spec 3.2 step 2).
+    """``tau^2 * (1/B) sum_b KL(softmax(s_b/tau) || softmax(z_b/tau))`` (the client loss of FedGMT).
 
     Its gradient w.r.t. ``z`` is ``tau * (softmax(z/tau) - softmax(s/tau)) / B``.
     """
@@ -179,7 +179,9 @@ def client_update(
     partition_id: int = 0,
     criterion: Criterion | None = None,
 ) -> ClientReply:
-    """Local training of one client (spec 3.2 for FedGMT; 6.2 for the baselines).
+    """Local training of one client: FedGMT's client update (the paper's client step, as in the
+    official code ``system/flcore/clients/clientgmt.py``) or a baseline's (FedSAM, FedDyn Alg. 1,
+    SCAFFOLD Alg. 1 option II, FedSpeed).
 
     Per batch: ``l = CE(z, y) + gamma tau^2 KL(softmax(s/tau) || softmax(z/tau))`` (FedGMT),
     backward, then the parameter-only gradient terms are added right before the SGD step:
@@ -254,7 +256,7 @@ def client_update(
                 if c_diff is not None:
                     g.add_(c_diff[k])
 
-    # fresh optimiser every round: momentum restarts (spec 3.2 step 1)
+    # fresh optimiser every round: momentum restarts (as in the official code)
     opt = torch.optim.SGD(
         list(params.values()), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
     )
@@ -357,7 +359,7 @@ def _sam_gradient(
 def init_server_state(
     method: str, cfg: FedConfig, w_1: dict[str, Tensor], names: Sequence[str]
 ) -> ServerState:
-    """``e_1 = w_1``, ``H = 0``, ``c = 0`` (spec 3.3 init)."""
+    """``e_1 = w_1``, ``H = 0``, ``c = 0`` (server initialisation)."""
     _check_method(method)
     w = {k: v.detach().clone() for k, v in w_1.items()}
     names = list(names)
@@ -380,7 +382,8 @@ def server_payload(method: str, state: ServerState) -> Payload:
 def server_aggregate(
     method: str, state: ServerState, replies: Sequence[ClientReply], cfg: FedConfig
 ) -> dict[str, float]:
-    """One server round (spec 3.3 steps 2-6; 6.2), in place on ``state``.
+    """One server round, in place on ``state`` (FedGMT: the official
+    ``system/flcore/servers/servergmt.py``; FedDyn Alg. 1; SCAFFOLD Alg. 1).
 
     ``w_bar = sum_i p_i w_i``; dual methods: ``H += sum_i (w_i - w_t)``, ``w_{t+1} = w_bar + H/N``
     (``dual_average='active'``: ``+ (1/m) sum_{i in S_t} h_i``); SCAFFOLD:

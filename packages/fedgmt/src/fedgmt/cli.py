@@ -1,18 +1,51 @@
-"""Command line: ``fedgmt run | compare | demo | partition | check``."""
+"""Command line: ``fedgmt run | compare | demo | partition | check``.
+
+Built on the repository's CLI contract (``fedgmt._contract``): every subcommand is declared once in
+:func:`build_cli`, every value is validated by its flag, bad input is one line on stderr with exit
+code 2, each subcommand writes its own results file in ``--out`` and never replaces one without
+``--overwrite``. Values are layered: ``FedConfig`` defaults < the subcommand's own defaults (demo)
+< ``--preset`` < ``--config`` < flags on the command line.
+
+Exit codes: 0 success, 2 bad input, 3 a run diverged (``run``/``compare``/``demo``) or ``check``
+found the dual unstable, 1 an internal error (with its traceback).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-import platform
+import math
+import re
 import statistics
 import sys
-import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from ._contract import (
+    CLI,
+    Check,
+    Report,
+    UsageError,
+    blame,
+    choice_list,
+    display_path,
+    existing_path,
+    fmt_mean_std,
+    int_list,
+    mean_std,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    require,
+    say,
+    table,
+    unit_interval,
+)
 from .config import DATASETS, METHODS, PARTITIONS, FedConfig
+
+__all__ = ["PRESETS", "build_cli", "main", "resolve_configs"]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "digits-demo": {},
@@ -25,184 +58,498 @@ PRESETS: dict[str, dict[str, Any]] = {
         "local_epochs": 2, "lr": 0.1, "batch_size": 32, "beta": 100.0,
     },
 }  # fmt: skip
+"""Named settings (mirrored in ``conf/*.toml`` for ``flwr run``); --config and flags win."""
 
-# (flag, FedConfig field, type, help)
-_FLAGS: list[tuple[str, str, Any, str]] = [
-    ("--dataset", "dataset", str, f"dataset: {', '.join(DATASETS)} (default digits, embedded)"),
-    ("--data-dir", "data_dir", str, "folder of the real data (MNIST IDX folder, AG News folder)"),
-    ("--model", "model", str, "model: auto, mlp or cnn (cnn: MNIST only)"),
-    ("--max-train-samples", "max_train_samples", int, "subsample the training set (speed)"),
-    ("--num-clients", "num_clients", int, "number of clients N (default 20)"),
-    ("--fraction", "fraction_train", float, "fraction f of clients per round, in (0, 1]"),
-    ("--rounds", "num_rounds", int, "number of server rounds (default 60)"),
-    ("--partition", "partition", str, f"partition scheme: {', '.join(PARTITIONS)}"),
-    ("--dirichlet", "dirichlet_alpha", float, "Dirichlet concentration alpha > 0 (default 0.1)"),
-    ("--shards", "shards_per_client", int, "shards per client for --partition shards"),
-    ("--min-partition-size", "min_partition_size", int, "minimum samples per client (repair)"),
-    ("--partition-seed", "partition_seed", int, "seed of the partition (fixed across methods)"),
-    ("--lr", "lr", float, "local learning rate eta_0 > 0 (default 0.01)"),
-    ("--lr-decay", "lr_decay", float, "per-round learning-rate decay d in (0, 1]"),
-    ("--momentum", "momentum", float, "SGD momentum mu in [0, 1)"),
-    ("--weight-decay", "weight_decay", float, "SGD weight decay lambda >= 0"),
-    ("--batch-size", "batch_size", int, "local batch size B"),
-    ("--local-epochs", "local_epochs", int, "local epochs E"),
-    ("--gamma", "gamma", float, "FedGMT sharpness strength gamma >= 0"),
-    ("--tau", "tau", float, "FedGMT KL temperature tau > 0"),
-    ("--ema-alpha", "ema_alpha", float, "FedGMT EMA coefficient alpha in [0, 1]"),
-    ("--beta", "beta", float, "dual penalty beta > 0 (inf: dual off) for fedgmt/feddyn"),
-    ("--dual-average", "dual_average", str, "server dual correction: all (H/N) or active"),
-    ("--ema-location", "ema_location", str, "EMA kept on the server or per client"),
-    ("--prox", "prox", float, "optional FedGMT prox nu >= 0 (not in the paper)"),
-    ("--rho", "rho", float, "SAM radius rho >= 0 (fedsam, fedspeed)"),
-    ("--server-lr", "server_lr", float, "SCAFFOLD server learning rate eta_g > 0"),
-    ("--on-divergence", "on_divergence", str, "stop (default), raise or warn"),
-    ("--dp-noise", "dp_noise", float, "DP noise multiplier sigma >= 0"),
-    ("--dp-clip", "dp_clip", float, "DP per-sample clipping norm C > 0"),
-    ("--dp-delta", "dp_delta", float, "DP delta in (0, 1/n_i)"),
-    ("--last-k", "last_k", int, "headline: mean accuracy over the last k rounds"),
-]
+DIVERGED = 3
+"""Exit code of a run that finished but diverged (and of ``check`` with an unstable verdict)."""
+
+_DEFAULTS = FedConfig()
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2
-        sys.stderr.write(f"fedgmt: error: {message}\n")
-        raise SystemExit(2)
+def _beta() -> Check:
+    """beta > 0, with ``inf`` allowed (turns the dual off)."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if math.isnan(value) or value <= 0:
+            raise ValueError("out of range")
+        return value
+
+    return Check(parse, "a number > 0 (inf turns the dual off)", "rate", ["0", "-1", "nan", "x"])
 
 
-def _add_common(p: argparse.ArgumentParser, strategies: bool = True) -> None:
-    if strategies:
-        p.add_argument("--strategy", "--method", dest="strategy", default=None,
-                       help=f"method(s), comma-separated: {', '.join(METHODS)} or all")  # fmt: skip
-    p.add_argument("--seed", type=int, default=None, help="seed of init/sampling (default 0)")
-    p.add_argument("--seeds", default=None, help="comma-separated seeds (overrides --seed)")
-    p.add_argument("--device", default="cpu", help="device: cpu (GPU not implemented)")
-    p.add_argument("--out", default=None, help="output folder for results.json and plots")
-    p.add_argument("--config", default=None, help="JSON or YAML file with the same flags")
-    p.add_argument("--preset", default=None, help=f"preset: {', '.join(PRESETS)}")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--engine", default=None, help="reference (in-process) or flower (simulation)")
-    p.add_argument("--allow-unstable", action="store_true", help="run even if kappa_max >= 2")
-    p.add_argument("--dp", action="store_true", help="DP-SGD with Opacus (needs fedgmt[dp])")
-    for flag, dest, typ, text in _FLAGS:
-        p.add_argument(flag, dest=dest, type=typ, default=None, help=text)
+# flag -> (FedConfig field, argparse keywords, help without the default)
+_FIELDS: dict[str, tuple[str, dict[str, Any], str]] = {
+    # data
+    "--dataset": ("dataset", {"choices": DATASETS}, "dataset (digits is embedded in scikit-learn)"),
+    "--data-dir": (
+        "data_dir",
+        {"type": existing_path("dir"), "metavar": "DIR"},
+        "folder of the real data: the MNIST IDX files or the AG News test.csv "
+        "(read for --dataset mnist/agnews; default $ICML25_DATA/mnist/raw or .../ag_news)",
+    ),
+    "--max-train-samples": (
+        "max_train_samples",
+        {"type": positive_int()},
+        "subsample the training set to this many samples (speed; default: all)",
+    ),
+    # partition
+    "--num-clients": ("num_clients", {"type": positive_int()}, "number of clients N"),
+    "--partition": ("partition", {"choices": PARTITIONS}, "partition scheme"),
+    "--dirichlet": ("dirichlet_alpha", {"type": positive_float()}, "Dirichlet concentration alpha"),
+    "--shards": ("shards_per_client", {"type": positive_int()}, "shards per client (shards)"),
+    "--min-partition-size": (
+        "min_partition_size",
+        {"type": positive_int()},
+        "minimum samples per client (moved from the largest client)",
+    ),
+    "--partition-seed": (
+        "partition_seed",
+        {"type": nonneg_int()},
+        "seed of the partition (fixed across methods and seeds)",
+    ),
+    # local optimiser
+    "--lr": ("lr", {"type": positive_float()}, "local learning rate eta_0"),
+    "--lr-decay": (
+        "lr_decay",
+        {"type": unit_interval(low_open=True)},
+        "per-round learning-rate decay d in (0, 1]",
+    ),
+    "--momentum": (
+        "momentum",
+        {"type": unit_interval(high_open=True)},
+        "SGD momentum mu in [0, 1)",
+    ),
+    "--weight-decay": ("weight_decay", {"type": nonneg_float()}, "SGD weight decay lambda"),
+    "--batch-size": ("batch_size", {"type": positive_int()}, "local batch size B"),
+    "--local-epochs": ("local_epochs", {"type": positive_int()}, "local epochs E"),
+    # method
+    "--beta": ("beta", {"type": _beta()}, "dual penalty beta of fedgmt/feddyn/fedspeed (inf: off)"),
+    "--prox": ("prox", {"type": nonneg_float()}, "optional FedGMT prox nu (not in the paper)"),
+    "--gamma": ("gamma", {"type": nonneg_float()}, "FedGMT KL strength gamma"),
+    "--tau": ("tau", {"type": positive_float()}, "FedGMT KL temperature tau"),
+    "--ema-alpha": ("ema_alpha", {"type": unit_interval()}, "FedGMT EMA coefficient alpha"),
+    "--dual-average": (
+        "dual_average",
+        {"choices": ("all", "active")},
+        "server dual correction: H/N over all clients, or the mean h_i of the sampled ones",
+    ),
+    "--ema-location": ("ema_location", {"choices": ("server", "client")}, "where the EMA is kept"),
+    "--rho": ("rho", {"type": nonneg_float()}, "SAM radius rho (fedsam, fedspeed)"),
+    "--server-lr": ("server_lr", {"type": positive_float()}, "SCAFFOLD server learning rate"),
+    # run
+    "--fraction": (
+        "fraction_train",
+        {"type": unit_interval(low_open=True)},
+        "fraction f of clients sampled per round",
+    ),
+    "--rounds": ("num_rounds", {"type": positive_int()}, "number of server rounds"),
+    "--model": ("model", {"choices": ("auto", "mlp", "cnn")}, "model (cnn: MNIST only)"),
+    "--on-divergence": (
+        "on_divergence",
+        {"choices": ("stop", "warn", "raise")},
+        "on a diverged round: stop the run, warn and keep training while the numbers are finite, "
+        "or raise (a traceback); stop and warn exit with code 3",
+    ),
+    "--last-k": (
+        "last_k",
+        {"type": positive_int()},
+        "headline: mean accuracy of the last k rounds",
+    ),
+    # differential privacy
+    "--dp-noise": ("dp_noise", {"type": nonneg_float()}, "DP noise multiplier sigma"),
+    "--dp-clip": ("dp_clip", {"type": positive_float()}, "DP per-sample clipping norm C"),
+    "--dp-delta": (
+        "dp_delta",
+        {"type": unit_interval(low_open=True, high_open=True)},
+        "DP delta, below 1/n_i",
+    ),
+}
+
+DATA = ("--dataset", "--data-dir", "--max-train-samples")
+PARTITION = (
+    "--num-clients",
+    "--partition",
+    "--dirichlet",
+    "--shards",
+    "--min-partition-size",
+    "--partition-seed",
+)
+OPTIMISER = ("--lr", "--lr-decay", "--momentum", "--weight-decay", "--batch-size", "--local-epochs")
+ALL_FIELDS = tuple(_FIELDS)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fedgmt", description="FedGMT and baselines on Flower (ICML 2025).")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("run", help="run one or more methods (Flower simulation by default)")
-    _add_common(p)
-    p = sub.add_parser("compare", help="methods x seeds on the same partition")
-    _add_common(p)
-    p = sub.add_parser("demo", help="FedAvg vs FedGMT on the embedded digits data")
-    _add_common(p)
-    p.add_argument("--quick", action="store_true", help="fast variant (< 2 min on 1 core)")
-    p = sub.add_parser("partition", help="partition statistics")
-    _add_common(p, strategies=False)
-    p.add_argument("--stats", action="store_true", help="print per-client sizes and labels")
-    p = sub.add_parser("check", help="stability guard: kappa_max and the verdict")
-    _add_common(p)
-    return parser
+def _dest(flag: str) -> str:
+    return flag[2:].replace("-", "_")
 
 
-def _load_config_file(path: str) -> dict[str, Any]:
-    file = Path(path)
-    if not file.exists():
-        raise ValueError(f"invalid --config={path}: file not found")
-    text = file.read_text()
-    if file.suffix in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text) or {}
-    else:
-        data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError(f"invalid --config={path}: expected a mapping of flags")
-    return {str(k).lstrip("-").replace("-", "_"): v for k, v in data.items()}
+def _add_fields(parser: argparse.ArgumentParser, flags: Sequence[str]) -> None:
+    group = parser.add_argument_group("federated run options")
+    for flag in flags:
+        field, kwargs, text = _FIELDS[flag]
+        default = getattr(_DEFAULTS, field)
+        shown = "all" if default is None and field == "max_train_samples" else default
+        suffix = "" if field == "data_dir" else f" (default: {shown})"
+        group.add_argument(flag, default=None, help=text + suffix, **kwargs)
 
 
-def _flag_of(field: str) -> str:
-    for flag, dest, _, _ in _FLAGS:
-        if dest == field:
+def _add_preset(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        default=None,
+        help="named settings (see conf/*.toml); --config and flags override them (default: none)",
+    )
+
+
+def _add_strategy(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--strategy",
+        "--method",
+        type=choice_list(METHODS, allow_all=True),
+        default=None,
+        help=f"method(s), comma-separated: {', '.join(METHODS)} or all (default: {default})",
+    )
+
+
+def _add_engine(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=("reference", "flower"),
+        default=None,
+        help="reference (in-process loop) or flower (Flower's Ray simulation engine); both give "
+        f"the same model (default: {default})",
+    )
+
+
+def _add_seeds(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--seeds",
+        type=int_list(0),
+        default=None,
+        help="comma-separated seeds of init and sampling, e.g. 0,1,2 (default: --seed)",
+    )
+
+
+def build_cli() -> CLI:
+    """The ``fedgmt`` command line: every subcommand and flag, declared once."""
+    cli = CLI(
+        "fedgmt",
+        description="FedGMT and federated baselines on Flower (ICML 2025).",
+        track=("flwr", "ray", "opacus", "scikit-learn"),
+    )
+    p = cli.command(
+        "run",
+        _run,
+        help="run one or more methods (Flower simulation engine by default)",
+        writes=("results.json", "accuracy.png"),
+    )
+    _add_strategy(p, "fedgmt")
+    _add_engine(p, "flower")
+    _add_seeds(p)
+    _add_preset(p)
+    _add_fields(p, ALL_FIELDS)
+    _add_run_switches(p)
+
+    p = cli.command(
+        "compare",
+        _compare,
+        help="methods x seeds on the same partition (reference engine by default)",
+        writes=("compare.json", "compare-accuracy.png"),
+    )
+    _add_strategy(p, "all")
+    _add_engine(p, "reference")
+    _add_seeds(p)
+    _add_preset(p)
+    _add_fields(p, ALL_FIELDS)
+    _add_run_switches(p)
+
+    p = cli.command(
+        "demo",
+        _demo,
+        help="FedAvg vs FedGMT on the embedded scikit-learn digits data",
+        description="FedAvg vs FedGMT on the embedded scikit-learn digits data (Dirichlet 0.1, "
+        "20 clients): 60 rounds on the reference engine with --quick (about 30 s on one core), "
+        "else 30 rounds through Flower's simulation engine.",
+        writes=("results.json", "accuracy.png"),
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="60 rounds on the in-process reference engine (default: off, 30 rounds on Flower)",
+    )
+    _add_engine(p, "reference with --quick, else flower")
+    _add_seeds(p)
+
+    p = cli.command("partition", _partition, help="partition statistics (sizes, label entropy)")
+    _add_preset(p)
+    _add_fields(p, (*DATA, *PARTITION))
+    p.add_argument(
+        "--stats", action="store_true", help="print every client's size and labels (default: off)"
+    )
+
+    p = cli.command(
+        "check",
+        _check,
+        help="stability guard of the dual: kappa_max and the verdict (exit 3 if unstable)",
+    )
+    _add_strategy(p, "fedgmt")
+    _add_preset(p)
+    _add_fields(p, (*DATA, *PARTITION, *OPTIMISER, "--beta", "--prox"))
+    return cli
+
+
+def _add_run_switches(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-unstable",
+        action="store_true",
+        help="run even if the stability guard finds kappa_max >= 2 (default: off)",
+    )
+    p.add_argument(
+        "--dp",
+        action="store_true",
+        help="DP-SGD on local training with Opacus, needs fedgmt[dp] (default: off)",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``fedgmt`` command; returns the exit code."""
+    return build_cli().main(argv)
+
+
+# ------------------------------------------------------------------------------------ resolving
+
+_INVALID = re.compile(r"^invalid (\w+)=(.*?): expected (.*)$")
+
+
+def _flag_of(field: str) -> str | None:
+    for flag, (name, _, _) in _FIELDS.items():
+        if name == field:
             return flag
-    return "--" + field.replace("_", "-")
+    return None
 
 
-def _resolve(
-    args: argparse.Namespace, base: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Merge preset < config file < flags; return (FedConfig kwargs, CLI options)."""
-    values: dict[str, Any] = dict(base)
-    file_vals: dict[str, Any] = {}
-    if args.config:
-        file_vals = _load_config_file(args.config)
-    preset = args.preset or file_vals.get("preset")
+def resolve_configs(
+    args: argparse.Namespace, methods: Sequence[str], base: dict[str, Any] | None = None
+) -> list[FedConfig]:
+    """One validated :class:`FedConfig` per method: defaults < ``base`` < ``--preset`` < the values
+    of ``--config`` and the command line (already merged by the parser).
+
+    Raises :class:`UsageError` naming the flag when a combination is invalid."""
+    values: dict[str, Any] = dict(base or {})
+    preset = getattr(args, "preset", None)
     if preset:
-        if preset not in PRESETS:
-            raise ValueError(f"invalid --preset={preset}: expected one of {', '.join(PRESETS)}")
         values.update(PRESETS[preset])
-    values.update(file_vals)
-    for k, v in vars(args).items():
-        if v is not None and v is not False:
-            values[k] = v
-    fields = set(FedConfig.__dataclass_fields__)
-    alias = {"fraction": "fraction_train", "rounds": "num_rounds", "dirichlet": "dirichlet_alpha"}
-    cfg_kw: dict[str, Any] = {}
-    opts: dict[str, Any] = {}
-    for k, v in values.items():
-        k = alias.get(k, k)
-        (cfg_kw if k in fields else opts)[k] = v
-    return cfg_kw, opts
-
-
-def _make_config(cfg_kw: dict[str, Any]) -> FedConfig:
-    try:
-        return FedConfig(**cfg_kw)
-    except ValueError as err:
-        msg = str(err)
-        if msg.startswith("invalid "):
-            field = msg.split("=", 1)[0][len("invalid ") :]
-            msg = "invalid " + _flag_of(field) + msg[len("invalid ") + len(field) :]
-        raise ValueError(msg) from None
-    except TypeError as err:
-        raise ValueError(f"invalid configuration key: {err}") from None
-
-
-def _methods(opts: dict[str, Any], default: str) -> list[str]:
-    text = str(opts.get("strategy") or default)
-    methods = list(METHODS) if text == "all" else [m.strip() for m in text.split(",") if m.strip()]
-    for m in methods:
-        if m not in METHODS:
-            raise ValueError(f"invalid --strategy={m}: expected one of {', '.join(METHODS)} or all")
-    return methods
-
-
-def _seeds(opts: dict[str, Any], cfg: FedConfig) -> list[int]:
-    if opts.get("seeds"):
+    for flag, (field, _, _) in _FIELDS.items():
+        value = getattr(args, _dest(flag), None)
+        if value is not None:
+            values[field] = str(value) if isinstance(value, Path) else value
+    values["seed"] = int(args.seed)
+    for switch in ("allow_unstable", "dp"):
+        if getattr(args, switch, False):
+            values[switch] = True
+    configs = []
+    for method in methods:
         try:
-            return [int(s) for s in str(opts["seeds"]).split(",")]
-        except ValueError:
-            raise ValueError(
-                f"invalid --seeds={opts['seeds']}: expected integers like 0,1,2"
+            configs.append(FedConfig(**{**values, "method": method}))
+        except ValueError as err:
+            text = str(err)
+            match = _INVALID.match(text)
+            if match and _flag_of(match.group(1)):
+                field, value, accepted = match.groups()
+                raise UsageError(
+                    _flag_of(field), f"expected {accepted}, got {value} (for {method})"
+                ) from None
+            raise UsageError("--dp" if "dp" in text else "--strategy", text) from None
+    cfg = configs[0]
+    if getattr(args, "data_dir", None) is not None and cfg.dataset not in ("mnist", "agnews"):
+        raise UsageError(
+            "--data-dir", f"is read only with --dataset mnist or agnews, not {cfg.dataset}"
+        )
+    return configs
+
+
+def _methods(args: argparse.Namespace, default: Sequence[str]) -> list[str]:
+    chosen = getattr(args, "strategy", None)
+    return list(dict.fromkeys(chosen)) if chosen else list(default)
+
+
+def _load(cfg: FedConfig) -> Any:
+    """Load and partition the data: a bad file names --data-dir, an impossible split --num-clients."""
+    from .dataset import load_dataset, load_federated_data
+
+    with blame("--data-dir"):
+        load_dataset(cfg)
+    with blame("--num-clients"):
+        return load_federated_data(cfg)
+
+
+def _describe_data(cfg: FedConfig, data: Any) -> dict[str, Any]:
+    from .dataset import default_data_dir
+
+    if cfg.dataset == "digits":
+        source = "scikit-learn digits (embedded, no download)"
+    elif cfg.dataset == "synthetic":
+        source = "FedProx Synthetic(1, 1), generated (natural per-client split)"
+    else:
+        where = Path(cfg.data_dir) if cfg.data_dir else default_data_dir(cfg.dataset)
+        kind = "MNIST IDX files" if cfg.dataset == "mnist" else "AG News test.csv re-split 80/20"
+        source = f"{kind} in {display_path(where)}"
+    split = (
+        "natural per-client split"
+        if cfg.dataset == "synthetic"
+        else f"{cfg.partition}"
+        + (f"({cfg.dirichlet_alpha:g})" if cfg.partition == "dirichlet" else "")
+    )
+    line = (
+        f"{source}: {len(data.y_train):,} train / {len(data.y_test):,} test samples, {split} over "
+        f"{cfg.num_clients} clients"
+    )
+    return {
+        "dataset": cfg.dataset,
+        "source": source,
+        "train_samples": len(data.y_train),
+        "test_samples": len(data.y_test),
+        "num_clients": cfg.num_clients,
+        "partition": split,
+        "text": line,
+    }
+
+
+def _preflight(args: argparse.Namespace, configs: Sequence[FedConfig]) -> Any:
+    """Everything that can be refused before training: device, data, guard, DP."""
+    from .guard import UnstableDualError, check_stability
+
+    if args.device != "cpu":
+        raise UsageError("--device", f"only cpu is implemented, got {args.device!r}")
+    data = _load(configs[0])
+    sizes = data.partition.sizes
+    for cfg in configs:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "oscillates" warnings come again from the run
+                check_stability(sizes, cfg)
+        except UnstableDualError as err:
+            raise UsageError(
+                None, f"{str(err).removeprefix('fedgmt: ')}; or pass --allow-unstable"
             ) from None
-    return [cfg.seed]
+        if cfg.dp:
+            require("opacus", "fedgmt", "dp", "--dp (DP-SGD)")
+            if not cfg.dp_delta < 1.0 / max(sizes):
+                raise UsageError(
+                    "--dp-delta",
+                    f"expected a value below 1/n_i = {1.0 / max(sizes):.3g} for the largest "
+                    f"client ({max(sizes)} samples), got {cfg.dp_delta:g}",
+                )
+    return data
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for pkg in ("fedgmt", "torch", "numpy", "flwr", "ray", "opacus"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
+# ------------------------------------------------------------------------------------ running
 
 
-def _plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
-    import matplotlib
+def _execute(
+    args: argparse.Namespace,
+    configs: Sequence[FedConfig],
+    seeds: Sequence[int],
+    engine: str,
+    plot: Path,
+    data: Any,
+) -> Report:
+    from .run import run
 
+    info = _describe_data(configs[0], data)
+    say(args, f"data: {info['text']}")
+    say(args, f"engine: {engine}; methods: {', '.join(c.method for c in configs)}; seeds: {seeds}")
+    runs: list[dict[str, Any]] = []
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Secure RNG turned off.*")
+        warnings.filterwarnings("ignore", message=".*Full backward hook.*")
+        for seed in seeds:
+            for cfg in configs:
+                h = run(cfg.replace(seed=seed), engine=engine, progress=not args.quiet)
+                runs.append(
+                    {
+                        "method": cfg.method,
+                        "seed": seed,
+                        "last_k_accuracy": h.last_k_accuracy(cfg.last_k),
+                        "within_run_std": h.within_run_std(cfg.last_k),
+                        "median_client_time_s": h.median_client_time(),
+                        **h.to_dict(),
+                    }
+                )
+    last_k = configs[0].last_k
+    summary: dict[str, dict[str, Any]] = {}
+    rows = []
+    for cfg in configs:
+        mine = [r for r in runs if r["method"] == cfg.method]
+        vals = [r["last_k_accuracy"] for r in mine]
+        mean, std = mean_std(vals)
+        times = [r["median_client_time_s"] for r in mine]
+        bad = [r for r in mine if r["diverged"]]
+        summary[cfg.method] = {
+            "last_k_mean": mean,
+            "last_k_std": std,
+            "num_seeds": len(vals),
+            "client_time_s": statistics.median(times),
+            "diverged": bool(bad),
+        }
+        status = (
+            "ok"
+            if not bad
+            else "DIVERGED ("
+            + ", ".join(f"seed {r['seed']} round {r['diverged_at_round']}" for r in bad)
+            + ")"
+        )
+        rows.append(
+            [
+                cfg.method,
+                fmt_mean_std([100 * v for v in vals]),
+                f"{statistics.median(times):.3f}",
+                status,
+            ]
+        )
+    spread = f"mean ± sample std over {len(seeds)} seeds" if len(seeds) > 1 else f"seed {seeds[0]}"
+    text = table(
+        rows, ["method", f"last-{last_k} test acc % ({spread})", "client s/round", "status"]
+    )
+    diverged = [
+        {
+            "method": r["method"],
+            "seed": r["seed"],
+            "round": r["diverged_at_round"],
+            "reason": r["divergence_reason"],
+        }
+        for r in runs
+        if r["diverged"]
+    ]
+    for d in diverged:  # always shown, also with --quiet
+        print(
+            f"fedgmt: {d['method']} (seed {d['seed']}) DIVERGED: {d['reason']}",
+            file=sys.stderr,
+        )
+    files = []
+    if _plot(args, runs, plot, f"{info['source']}, {info['partition']}"):
+        files.append(plot)
+    results = {
+        "fed_config": configs[0].to_dict(),
+        "methods": [c.method for c in configs],
+        "seeds": list(seeds),
+        "engine": engine,
+        "data": info,
+        "diverged": bool(diverged),
+        "diverged_runs": diverged,
+        "summary": summary,
+        "runs": runs,
+    }
+    return Report(results, table=text, files=files, status=DIVERGED if diverged else 0)
+
+
+def _plot(args: argparse.Namespace, runs: list[dict[str, Any]], path: Path, title: str) -> bool:
+    try:
+        import matplotlib
+    except ImportError:
+        say(args, "no accuracy plot: matplotlib is not installed (pip install 'fedgmt[cli]')")
+        return False
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -215,138 +562,104 @@ def _plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
         if length == 0:
             continue
         mean = [statistics.mean(c[i] for c in curves) for i in range(length)]
-        ax.plot(range(1, length + 1), mean, label=f"{m} (n={len(curves)})")
+        ax.plot(range(1, length + 1), mean, label=f"{m} (mean of {len(curves)} seed(s))")
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
+    return True
 
 
-def _execute(
-    cfg: FedConfig, methods: list[str], seeds: list[int], engine: str, opts: dict[str, Any]
-) -> int:
-    from .run import run
+def _seeds(args: argparse.Namespace) -> list[int]:
+    return list(dict.fromkeys(args.seeds)) if args.seeds else [int(args.seed)]
 
-    if opts.get("device", "cpu") not in ("cpu", "auto"):
-        raise ValueError(f"invalid --device={opts['device']}: expected cpu (GPU not implemented)")
-    if engine not in ("reference", "flower"):
-        raise ValueError(f"invalid --engine={engine}: expected reference or flower")
-    if cfg.dp:
-        from .dp import require_opacus
 
-        require_opacus()
-    quiet = bool(opts.get("quiet"))
-    out = Path(opts.get("out") or "fedgmt-out")
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    runs: list[dict[str, Any]] = []
-    for seed in seeds:
-        for m in methods:
-            run_cfg = cfg.replace(method=m, seed=seed)
-            h = run(run_cfg, engine=engine, progress=not quiet)
-            runs.append(
-                {
-                    "method": m, "seed": seed, "last_k_accuracy": h.last_k_accuracy(cfg.last_k),
-                    "within_run_std": h.within_run_std(cfg.last_k),
-                    "median_client_time_s": h.median_client_time(), **h.to_dict(),
-                }
-            )  # fmt: skip
-    wall = time.perf_counter() - t0
-    summary = {}
-    for m in methods:
-        vals = [r["last_k_accuracy"] for r in runs if r["method"] == m]
-        times = [r["median_client_time_s"] for r in runs if r["method"] == m]
-        summary[m] = {
-            "last_k_mean": statistics.mean(vals),
-            "last_k_std": statistics.pstdev(vals) if len(vals) > 1 else 0.0,
-            "client_time_s": statistics.median(times),
-            "diverged": any(r["diverged"] for r in runs if r["method"] == m),
-        }
-    result = {
-        "config": cfg.to_dict(), "methods": methods, "seeds": seeds, "engine": engine,
-        "versions": _versions(), "wall_time_s": wall, "summary": summary, "runs": runs,
-        "command": "fedgmt " + " ".join(sys.argv[1:]),
-    }  # fmt: skip
-    (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
-    _plot(runs, out / "accuracy.png", f"{cfg.dataset}, {cfg.partition} {cfg.dirichlet_alpha:g}")
-    print(
-        f"{'method':<10} {'last-' + str(cfg.last_k) + ' acc':>12} {'std':>7} {'client s/round':>15}"
+def _run(args: argparse.Namespace) -> Report:
+    configs = resolve_configs(args, _methods(args, [_DEFAULTS.method]))
+    data = _preflight(args, configs)
+    return _execute(
+        args, configs, _seeds(args), args.engine or "flower", Path(args.out) / "accuracy.png", data
     )
-    for m, s in summary.items():
-        flag = "  DIVERGED" if s["diverged"] else ""
-        print(
-            f"{m:<10} {s['last_k_mean']:>12.4f} {s['last_k_std']:>7.4f} {s['client_time_s']:>15.3f}{flag}"
-        )
-    print(f"wall time {wall:.1f} s; wrote {out / 'results.json'} and {out / 'accuracy.png'}")
-    return 0
 
 
-def _cmd_partition(cfg: FedConfig, opts: dict[str, Any]) -> int:
-    from .dataset import load_federated_data
+def _compare(args: argparse.Namespace) -> Report:
+    configs = resolve_configs(args, _methods(args, METHODS))
+    data = _preflight(args, configs)
+    plot = Path(args.out) / "compare-accuracy.png"
+    return _execute(args, configs, _seeds(args), args.engine or "reference", plot, data)
 
-    data = load_federated_data(cfg)
+
+def _demo(args: argparse.Namespace) -> Report:
+    engine = args.engine or ("reference" if args.quick else "flower")
+    base = {"num_rounds": 60 if args.quick else 30}
+    configs = resolve_configs(args, ["fedavg", "fedgmt"], base)
+    data = _preflight(args, configs)
+    return _execute(args, configs, _seeds(args), engine, Path(args.out) / "accuracy.png", data)
+
+
+def _partition(args: argparse.Namespace) -> Report:
+    (cfg,) = resolve_configs(args, [_DEFAULTS.method])
+    data = _load(cfg)
     stats = data.partition.stats()
-    print(
-        f"{stats['num_clients']} clients: sizes min {stats['min_size']} max {stats['max_size']} "
-        f"mean {stats['mean_size']:.1f}; moved {stats['moved']}; "
-        f"mean label entropy {stats['mean_label_entropy']:.3f}"
+    info = _describe_data(cfg, data)
+    say(args, f"data: {info['text']}")
+    rows = [
+        [
+            stats["num_clients"],
+            stats["min_size"],
+            stats["max_size"],
+            f"{stats['mean_size']:.1f}",
+            stats["moved"],
+            f"{stats['mean_label_entropy']:.3f}",
+        ]
+    ]
+    text = table(rows, ["clients", "min size", "max size", "mean size", "moved", "label entropy"])
+    if args.stats:
+        per = [
+            [i, n, " ".join(str(c) for c in h)]
+            for i, (n, h) in enumerate(zip(data.partition.sizes, data.partition.label_hist))
+        ]
+        text += "\n\n" + table(per, ["client", "size", "samples per label"])
+    return Report(
+        {
+            "data": info,
+            "partition": stats,
+            "label_hist": data.partition.label_hist,
+            "fed_config": cfg.to_dict(),
+        },
+        table=text,
     )
-    if opts.get("stats"):
-        for i, (n, h) in enumerate(zip(data.partition.sizes, data.partition.label_hist)):
-            print(f"client {i:>3}: n={n:>5} labels={h}")
-    if opts.get("out"):
-        Path(opts["out"]).mkdir(parents=True, exist_ok=True)
-        (Path(opts["out"]) / "partition.json").write_text(json.dumps(stats, indent=1))
-    return 0
 
 
-def _cmd_check(cfg: FedConfig) -> int:
-    from .dataset import load_federated_data
+def _check(args: argparse.Namespace) -> Report:
     from .guard import check_stability
 
-    rep = check_stability(load_federated_data(cfg).partition.sizes, cfg, strict=False)
-    print(
-        f"kappa_max={rep.kappa_max:.3f} (client {rep.client}, {rep.steps} local steps): {rep.verdict}"
+    (cfg,) = resolve_configs(args, _methods(args, [_DEFAULTS.method])[:1])
+    data = _load(cfg)
+    rep = check_stability(data.partition.sizes, cfg, strict=False)
+    text = (
+        f"kappa_max={rep.kappa_max:.3f} (client {rep.client}, {rep.steps} local steps): "
+        f"{rep.verdict}"
     )
     if rep.verdict == "unstable":
-        print(rep.message)
-        return 2
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``fedgmt`` command; returns the exit code."""
-    args = build_parser().parse_args(argv)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*Secure RNG turned off.*")
-            warnings.filterwarnings("ignore", message=".*Full backward hook.*")
-            return _dispatch(args)
-    except (ValueError, FileNotFoundError, ImportError) as err:
-        sys.stderr.write(f"fedgmt: error: {err}\n")
-        return 2
-
-
-def _dispatch(args: argparse.Namespace) -> int:
-    base: dict[str, Any] = {}
-    if args.command == "demo" and args.quick:
-        base = {"engine": "reference", "strategy": "fedavg,fedgmt", "rounds": 60}
-    elif args.command == "demo":
-        base = {"engine": "flower", "strategy": "fedavg,fedgmt", "rounds": 30}
-    cfg_kw, opts = _resolve(args, base)
-    cfg = _make_config(cfg_kw)
-    if args.command == "partition":
-        return _cmd_partition(cfg, opts)
-    if args.command == "check":
-        return _cmd_check(cfg.replace(method=_methods(opts, cfg.method)[0]))
-    default = "all" if args.command == "compare" else cfg.method
-    methods = _methods(opts, default)
-    engine = str(opts.get("engine") or ("reference" if args.command == "compare" else "flower"))
-    return _execute(cfg, methods, _seeds(opts, cfg), engine, opts)
+        text += "\n" + rep.message
+    return Report(
+        {
+            "method": cfg.method,
+            "kappa_max": rep.kappa_max,
+            "client": rep.client,
+            "local_steps": rep.steps,
+            "verdict": rep.verdict,
+            "message": rep.message,
+            "fed_config": cfg.to_dict(),
+        },
+        table=text,
+        status=DIVERGED if rep.verdict == "unstable" else 0,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,4 @@
-"""DP-SGD on local training with Opacus (extra ``fedgmt[dp]``; spec 3.7).
+"""DP-SGD on local training with Opacus (extra ``fedgmt[dp]``).
 
 Opacus' ``DPOptimizer`` overwrites ``p.grad`` with the noised sum of clipped per-sample gradients,
 so a parameter-only loss term would be silently dropped (pytorch/opacus#249). The core adds the

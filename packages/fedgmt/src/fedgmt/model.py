@@ -1,4 +1,5 @@
-"""Models of the spec (5.1-5.3): digits MLP, MNIST 2NN / CNN, fastText-shaped AG News model."""
+"""Models: digits MLP, MNIST 2NN (McMahan et al. 2017) / CNN (the official FL-SAM CIFAR CNN shape),
+fastText-shaped AG News model (the official code's, with a masked mean)."""
 
 from __future__ import annotations
 
