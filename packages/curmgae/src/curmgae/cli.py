@@ -315,7 +315,7 @@ def cmd_demo(args: argparse.Namespace) -> Report:
         if len(seeds) > 1
         else "one seed, so no spread is shown"
     )
-    header = ["method", *METRIC_LABELS.values(), "epoch s"]
+    header = ["method", *METRIC_LABELS.values(), "median epoch (s)"]
     rows2 = [
         (
             m,
