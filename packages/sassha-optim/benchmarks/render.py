@@ -126,8 +126,8 @@ def standardisation_table(std: dict) -> list[str]:
         "test acc %",
         "test loss",
         "train loss",
-        "max |x| train",
-        "max |x| test",
+        "max \\|x\\| train",  # escaped: a bare | splits a Markdown table cell
+        "max \\|x\\| test",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     labels = {"legacy": "std + 1e-6 (0.1.0)", "floor": "max(std, 0.1·σ) (now)"}
@@ -144,8 +144,8 @@ def standardisation_table(std: dict) -> list[str]:
     return [
         *lines,
         "",
-        f"- One seed ({std['seed']}), the protocol of (a) otherwise; σ = std of all training "
-        f"entries ({std['floor']}).",
+        f"- One seed ({std['seed']}), the protocol of (a) otherwise; σ = the std of all "
+        "training entries.",
     ]
 
 
