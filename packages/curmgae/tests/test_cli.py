@@ -232,3 +232,21 @@ def test_cli_extra_declares_the_plot_dependency():
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
     assert any(d.startswith("matplotlib") for d in extras["cli"])
+
+
+def test_public_names_and_a_light_cli_import():
+    """Every name in curmgae.__all__ resolves; importing the CLI loads neither torch_geometric nor
+    torch, so usage errors (an unknown flag, a result that would be overwritten) come at once."""
+    import subprocess
+
+    import curmgae
+
+    assert sorted(curmgae.__all__) == sorted(["__version__", *curmgae._EXPORTS])
+    for name in curmgae.__all__:
+        assert getattr(curmgae, name) is not None
+    code = (
+        "import sys, curmgae.cli; "
+        "assert 'torch_geometric' not in sys.modules and 'torch' not in sys.modules, "
+        "sorted(m for m in sys.modules if m.startswith('torch'))"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,32 +1,50 @@
-"""Cur-MGAE: self-supervised masked graph autoencoder with a structure-aware curriculum (ICML 2025)."""
+"""Cur-MGAE: self-supervised masked graph autoencoder with a structure-aware curriculum (ICML 2025).
 
+The public names are imported on first use (``from curmgae import CurMGAE`` works as usual), so that
+``import curmgae`` and the command line start without loading torch_geometric.
+"""
+
+from __future__ import annotations
+
+import importlib
 import importlib.metadata
 import warnings
-
-with warnings.catch_warnings():
-    # torch_geometric.nn calls torch.jit.script when imported, which recent torch deprecates: not
-    # ours to fix, and it would add a warning to every command's output.
-    warnings.filterwarnings(
-        "ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning
-    )
-    from .baselines import GAEBaseline, PyGGCNEncoder
-    from .config import SOURCES, CurMGAEConfig
-    from .data import (
-        load_dataset,
-        load_planetoid,
-        make_curriculum_sbm,
-        prepare_graph,
-        split_edges,
-    )
-    from .evaluation import hits_at_k, linear_probe, link_metrics, svm_cv
-    from .losses import bce_loss, full_softmax_loss, sampled_softmax_loss
-    from .masking import path_mask, random_mask
-    from .method import CurMGAE, FitHistory
-    from .models import CrossCorrelationDecoder, GNNEncoder, InnerProductDecoder
-    from .pipeline import load_checkpoint, save_checkpoint
-    from .scheduler import SelfPacedEdgeScheduler, residuals, solve_selection, solve_selection_adam
+from typing import TYPE_CHECKING, Any
 
 __version__ = importlib.metadata.version("curmgae")
+
+#: public name -> the submodule that defines it
+_EXPORTS = {
+    "GAEBaseline": "baselines",
+    "PyGGCNEncoder": "baselines",
+    "SOURCES": "config",
+    "CurMGAEConfig": "config",
+    "load_dataset": "data",
+    "load_planetoid": "data",
+    "make_curriculum_sbm": "data",
+    "prepare_graph": "data",
+    "split_edges": "data",
+    "hits_at_k": "evaluation",
+    "linear_probe": "evaluation",
+    "link_metrics": "evaluation",
+    "svm_cv": "evaluation",
+    "bce_loss": "losses",
+    "full_softmax_loss": "losses",
+    "sampled_softmax_loss": "losses",
+    "path_mask": "masking",
+    "random_mask": "masking",
+    "CurMGAE": "method",
+    "FitHistory": "method",
+    "CrossCorrelationDecoder": "models",
+    "GNNEncoder": "models",
+    "InnerProductDecoder": "models",
+    "load_checkpoint": "pipeline",
+    "save_checkpoint": "pipeline",
+    "SelfPacedEdgeScheduler": "scheduler",
+    "residuals": "scheduler",
+    "solve_selection": "scheduler",
+    "solve_selection_adam": "scheduler",
+}
 
 __all__ = [
     "SOURCES",
@@ -60,3 +78,34 @@ __all__ = [
     "split_edges",
     "svm_cv",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'curmgae' has no attribute {name!r}")
+    with warnings.catch_warnings():
+        # torch_geometric calls torch.jit.script when imported, which recent torch deprecates
+        warnings.filterwarnings(
+            "ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning
+        )
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:
+    from .baselines import GAEBaseline, PyGGCNEncoder
+    from .config import SOURCES, CurMGAEConfig
+    from .data import load_dataset, load_planetoid, make_curriculum_sbm, prepare_graph, split_edges
+    from .evaluation import hits_at_k, linear_probe, link_metrics, svm_cv
+    from .losses import bce_loss, full_softmax_loss, sampled_softmax_loss
+    from .masking import path_mask, random_mask
+    from .method import CurMGAE, FitHistory
+    from .models import CrossCorrelationDecoder, GNNEncoder, InnerProductDecoder
+    from .pipeline import load_checkpoint, save_checkpoint
+    from .scheduler import SelfPacedEdgeScheduler, residuals, solve_selection, solve_selection_adam

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import warnings
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch_geometric.data import Data
+from typing import TYPE_CHECKING, Any
 
 from ._contract import (
     CLI,
@@ -31,20 +29,22 @@ from ._contract import (
     table,
     unit_interval,
 )
-from .config import LAMBDA_PACES, LOSSES, SOURCES, CurMGAEConfig
-from .data import DATASET_NAMES, load_dataset, split_edges
-from .method import DIFFICULTY_NAMES
-from .pipeline import (
+from .config import (
+    DATASET_NAMES,
+    DIFFICULTY_NAMES,
+    LAMBDA_PACES,
+    LOSSES,
     METHODS,
     PROTOCOLS,
-    build_model,
-    evaluate,
-    load_checkpoint,
-    make_config,
-    plot_curriculum,
-    save_checkpoint,
+    SOURCES,
+    CurMGAEConfig,
 )
-from .pipeline import pretrain as run_pretrain
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+# torch, torch_geometric and the modules built on them are imported by the handlers, not here: a usage
+# error (an unknown flag, a file that would be overwritten) is then reported in well under a second.
 
 DIST = "curmgae"
 PLOT = "curriculum.png"
@@ -75,6 +75,8 @@ METRIC_LABELS = {
 
 def _setup(args: argparse.Namespace) -> None:
     """Checks that need no data, then threads and seeds (before any work)."""
+    import torch
+
     if torch.device(args.device).type != "cpu":
         raise UsageError(
             "--device",
@@ -118,6 +120,8 @@ def _load(
     force_reload: bool,
 ) -> tuple[Data, str]:
     """Load and split a dataset; a bad file is one line naming --dataset (files) or --root (folders)."""
+    from .data import load_dataset, split_edges
+
     flag = "--root" if isinstance(dataset, str) and dataset != "synthetic" else "--dataset"
     with blame(flag):
         data = load_dataset(dataset, root, seed=seed, quick=quick, force_reload=force_reload)
@@ -127,6 +131,8 @@ def _load(
 
 def _config(args: argparse.Namespace) -> CurMGAEConfig:
     """The config of ``--method`` with the flags given; a rejected value names its flag."""
+    from .pipeline import make_config
+
     overrides = {k: getattr(args, k) for k in OVERRIDES if getattr(args, k, None) is not None}
     if args.method == "gae" and "loss" in overrides:
         raise UsageError(
@@ -154,6 +160,9 @@ def _value(v: Any) -> str:
 
 
 def cmd_pretrain(args: argparse.Namespace) -> Report:
+    from .pipeline import plot_curriculum, save_checkpoint
+    from .pipeline import pretrain as run_pretrain
+
     _setup(args)
     cfg = _config(args)
     data, desc = _load(
@@ -204,6 +213,8 @@ def cmd_pretrain(args: argparse.Namespace) -> Report:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> Report:
+    from .pipeline import build_model, evaluate, load_checkpoint
+
     _setup(args)
     path = args.checkpoint if args.checkpoint is not None else Path(args.out) / "model.pt"
     with blame("--checkpoint", RuntimeError):
@@ -250,6 +261,9 @@ def cmd_evaluate(args: argparse.Namespace) -> Report:
 
 
 def cmd_demo(args: argparse.Namespace) -> Report:
+    from .pipeline import evaluate, make_config, plot_curriculum
+    from .pipeline import pretrain as run_pretrain
+
     _setup(args)
     epochs = args.epochs or (30 if args.quick else 100)
     seeds = [args.seed + i for i in range(args.seeds)]
@@ -527,7 +541,13 @@ def build_cli() -> CLI:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return build_cli().main(argv)
+    with warnings.catch_warnings():
+        # torch_geometric calls torch.jit.script when imported, which recent torch deprecates: not ours
+        # to fix, and it would add a line to the output of every command.
+        warnings.filterwarnings(
+            "ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning
+        )
+        return build_cli().main(argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

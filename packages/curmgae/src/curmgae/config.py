@@ -18,6 +18,35 @@ LAMBDA_PACES = ("additive", "rcl_inverse", "rcl_inverse_full", "linear", "quanti
 RANDOM_POOLS = ("remaining", "curriculum")
 MASK_UNITS = ("undirected", "directed")
 
+#: method name -> overrides of the Cur-MGAE config (same backbone, same loop): the paper's ablations
+#: "w/o Curri." (s2gae), "w/o CC Dec." (ip_decoder), "w/o CC Dec. & Curri." (ip_random), the split ratio
+#: extremes (split0, split1), MaskGAE-style path masking, PyG's GAE, and a diagnostic anti-curriculum.
+METHODS: dict[str, dict[str, Any]] = {
+    "curmgae": {"masking": "curriculum"},
+    "s2gae": {"masking": "random"},  # random-mask backbone = the paper's "w/o Curri."
+    "path": {"masking": "path"},  # MaskGAE-style path masking on the same backbone
+    "split0": {"masking": "curriculum", "split_ratio": 0.0},
+    "split1": {"masking": "curriculum", "split_ratio": 1.0},
+    "ip_decoder": {"masking": "curriculum", "decoder": "inner_product"},
+    "ip_random": {"masking": "random", "decoder": "inner_product"},
+    "anti_curriculum": {"masking": "curriculum", "anti_curriculum": True},
+    "gae": {"masking": "none", "decoder": "inner_product"},  # PyG GAE
+}
+PROTOCOLS = ("svm", "linear_probe")
+#: dataset names the loaders and the CLI accept (besides .npz/.pt graph files)
+DATASET_NAMES = (
+    "synthetic",
+    "Cora",
+    "CiteSeer",
+    "PubMed",
+    "coauthor:CS",
+    "coauthor:Physics",
+    "amazon:Computers",
+    "amazon:Photo",
+)
+#: planted difficulty levels of the synthetic graph (``edge_difficulty`` 0, 1, 2)
+DIFFICULTY_NAMES = ("easy", "medium", "hard")
+
 #: Where each default comes from: "paper" (its equation or algorithm), "code:<repo>" (S2GAE, RCL or
 #: MaskGAE, the paper's ancestors), or "inferred" (our reconstruction; the paper's appendix with the
 #: hyperparameter tables, App. D, was not available). The README's Deviations section explains each.

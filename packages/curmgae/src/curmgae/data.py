@@ -21,6 +21,8 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, is_undirected, remove_self_loops, to_undirected
 
+from .config import DATASET_NAMES as DATASET_NAMES  # re-exported: the names load_dataset accepts
+
 PLANETOID_NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
 PLANETOID_RAW = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
 
@@ -251,7 +253,7 @@ def _cached(
     data = read()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = payload.with_suffix(".tmp")
+        tmp = folder / f".data.{os.getpid()}.tmp"  # unique per process: concurrent runs never clash
         torch.save({k: v for k, v in data.to_dict().items()}, tmp)
         os.replace(tmp, payload)
         stamp.write_text(json.dumps(ident, indent=1, sort_keys=True), encoding="utf-8")
@@ -355,18 +357,6 @@ def _prepared(data: Data, where: str) -> Data:
         return prepare_graph(data)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from exc
-
-
-DATASET_NAMES = (
-    "synthetic",
-    "Cora",
-    "CiteSeer",
-    "PubMed",
-    "coauthor:CS",
-    "coauthor:Physics",
-    "amazon:Computers",
-    "amazon:Photo",
-)
 
 
 def load_dataset(

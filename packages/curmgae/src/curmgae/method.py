@@ -12,15 +12,13 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from .config import CurMGAEConfig
+from .config import DIFFICULTY_NAMES, CurMGAEConfig
 from .data import prepare_graph
 from .evaluation import link_metrics
 from .losses import bce_loss, full_softmax_loss, sampled_softmax_loss
 from .masking import edge_units, expand_units, path_mask, random_mask
 from .models import CrossCorrelationDecoder, GNNEncoder, build_backbone, score_pairs
 from .scheduler import SelfPacedEdgeScheduler, residuals
-
-DIFFICULTY_NAMES = ("easy", "medium", "hard")
 
 
 @dataclass

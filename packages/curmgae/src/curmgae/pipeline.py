@@ -13,26 +13,10 @@ import torch
 from torch_geometric.data import Data
 
 from .baselines import GAEBaseline
-from .config import CurMGAEConfig
+from .config import METHODS, PROTOCOLS, CurMGAEConfig
 from .data import check_finite
 from .evaluation import linear_probe, random_node_split, svm_cv
 from .method import CurMGAE, FitHistory
-
-#: method name -> overrides of the Cur-MGAE config (same backbone, same loop): the paper's ablations
-#: "w/o Curri." (s2gae), "w/o CC Dec." (ip_decoder), "w/o CC Dec. & Curri." (ip_random), the split ratio
-#: extremes (split0, split1), MaskGAE-style path masking, PyG's GAE, and a diagnostic anti-curriculum.
-METHODS: dict[str, dict[str, Any]] = {
-    "curmgae": {"masking": "curriculum"},
-    "s2gae": {"masking": "random"},  # random-mask backbone = the paper's "w/o Curri."
-    "path": {"masking": "path"},  # MaskGAE-style path masking on the same backbone
-    "split0": {"masking": "curriculum", "split_ratio": 0.0},
-    "split1": {"masking": "curriculum", "split_ratio": 1.0},
-    "ip_decoder": {"masking": "curriculum", "decoder": "inner_product"},
-    "ip_random": {"masking": "random", "decoder": "inner_product"},
-    "anti_curriculum": {"masking": "curriculum", "anti_curriculum": True},
-    "gae": {"masking": "none", "decoder": "inner_product"},  # PyG GAE
-}
-PROTOCOLS = ("svm", "linear_probe")
 
 
 def make_config(method: str, **overrides: Any) -> CurMGAEConfig:
