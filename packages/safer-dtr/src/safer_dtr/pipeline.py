@@ -273,8 +273,9 @@ class SAFER:
     def __init__(self, config: TrainConfig | None = None, note_dim: int = 384, device: Any = "cpu"):
         self.config = config or TrainConfig()
         self.device = torch.device(device)
-        self.net = SAFERNet(self.config.net_config(note_dim)).to(self.device)
-        self.refiner = RefineHead(self.net.config.h_dim).to(self.device)
+        with torch.random.fork_rng(devices=[]):  # placeholders; fit() builds the seeded networks
+            self.net = SAFERNet(self.config.net_config(note_dim)).to(self.device)
+            self.refiner = RefineHead(self.net.config.h_dim).to(self.device)
         self.scaler = KappaScaler(self.config.kappa_norm)
         self.stage1_state: dict[str, torch.Tensor] | None = None
         self.history: dict[str, list[float]] = {}
