@@ -38,7 +38,7 @@ def check_membership(q, Q, exact):
     snapped = nearest(Q, q, dim=None if Q.dim() == 1 else -1)
     if exact:
         assert torch.equal(snapped, q)
-    else:  # greedy LSBQ: q = p - r carries last-bit variants of its level (spec §3.6)
+    else:  # greedy LSBQ: q = p - r carries last-bit variants of its level (rounding)
         assert (q - snapped).abs().max() <= 1e-6 * Q.abs().max()
     return snapped
 
@@ -168,14 +168,37 @@ def test_bad_tensors():
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.integers(1, 40), st.integers(0, 10_000), st.booleans())
-def test_count_below_equals_bucketize(m, seed, per_row):
+@given(st.integers(1, 40), st.integers(0, 10_000), st.booleans(), st.booleans())
+def test_count_below_equals_bucketize(m, seed, per_row, right):
     g = torch.Generator().manual_seed(seed)
     B = torch.sort(torch.randn(3, m, generator=g), dim=-1).values
     u = torch.randn(3, 50, generator=g)
     u[0, :m] = B[0]  # exact ties with boundaries
     if per_row:
-        expect = torch.stack([torch.bucketize(u[i], B[i]) for i in range(3)])
-        assert torch.equal(count_below(B, u, dim=-1), expect)
+        expect = torch.stack([torch.bucketize(u[i], B[i], right=right) for i in range(3)])
+        assert torch.equal(count_below(B, u, dim=-1, right=right), expect)
     else:
-        assert torch.equal(count_below(B[0], u), torch.bucketize(u, B[0]))
+        assert torch.equal(count_below(B[0], u, right=right), torch.bucketize(u, B[0], right=right))
+
+
+def test_nearest_tie_rules():
+    Q = torch.tensor([-1.5, -0.5, 0.5, 1.5])
+    u = torch.tensor([-1.0, 0.0, 1.0, 0.2])  # three midpoints and one plain value
+    assert nearest(Q, u).tolist() == [-1.5, -0.5, 0.5, 0.5]
+    assert nearest(Q, u, ties="up").tolist() == [-0.5, 0.5, 1.5, 0.5]
+    with pytest.raises(ValueError, match="ties must be"):
+        nearest(Q, u, ties="even")
+
+
+@pytest.mark.parametrize("dim", [None, -1])
+def test_optimal_lsbq_sends_exact_zeros_to_plus_L(dim):
+    """0 is the midpoint of -L and +L; bsign(0) = +1 (greedy LSBQ, torchao) gives +L.
+    Before the fix, ``nearest``'s ties-low rule gave -L."""
+    p = weight()
+    p[:, ::7] = 0.0
+    q, Q = LSBQuantizer(optimal=True).quantize(p, 2, dim=dim)
+    plus_L = Q[2].expand_as(p) if dim is None else Q[:, 2:3].expand_as(p)
+    assert torch.all(q[p == 0] == plus_L[p == 0]) and torch.all(plus_L > 0)
+    # greedy 1- and 2-bit LSBQ agree on the sign of an exact zero
+    qg, _ = LSBQuantizer().quantize(p, 2, dim=dim)
+    assert torch.all(qg[p == 0] > 0)

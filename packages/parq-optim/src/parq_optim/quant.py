@@ -1,5 +1,6 @@
 """Target-set estimators ("quantizers"): given a tensor ``p`` and a bit width ``b`` return the
-hard-quantized tensor ``q`` and the sorted level set ``Q`` (spec §3.6).
+hard-quantized tensor ``q`` and the sorted level set ``Q`` of the PARQ regularizer's kinks (the
+target values of the paper; the estimators are those of the official code and torchao).
 
 ``dim=None`` gives one level set ``Q`` of shape ``(m,)`` for the whole tensor; ``dim=-1`` on a 2-D
 tensor gives one level set per row, ``Q`` of shape ``(rows, m)``.  No quantizer modifies ``p``.
@@ -31,8 +32,9 @@ def _check_levels(Q: Tensor) -> None:
         raise ValueError(f"empty level set Q (shape {tuple(Q.shape)}); need at least one level")
 
 
-def count_below(B: Tensor, u: Tensor, dim: int | None = None) -> Tensor:
-    """``#{k : B_k < u}`` for sorted ``B`` (equals ``torch.bucketize(u, B)``; per row with ``dim``).
+def count_below(B: Tensor, u: Tensor, dim: int | None = None, *, right: bool = False) -> Tensor:
+    """``#{k : B_k < u}`` for sorted ``B`` (equals ``torch.bucketize(u, B)``; per row with ``dim``);
+    with ``right=True``, ``#{k : B_k <= u}`` (``bucketize(..., right=True)``).
 
     On CPU with few boundaries, ``m`` vectorised comparisons beat the binary search of
     ``bucketize`` by about 4x (single thread); elsewhere ``bucketize``/``searchsorted`` is used.
@@ -40,15 +42,16 @@ def count_below(B: Tensor, u: Tensor, dim: int | None = None) -> Tensor:
     m = B.size(-1)
     if u.device.type != "cpu" or m > 16:
         if dim is None:
-            return torch.bucketize(u, B)
-        return torch.searchsorted(B.contiguous(), u.contiguous())
+            return torch.bucketize(u, B, right=right)
+        return torch.searchsorted(B.contiguous(), u.contiguous(), right=right)
     idx = torch.zeros(u.shape, dtype=torch.uint8, device=u.device)
+    above = torch.ge if right else torch.gt
     if dim is None:
         for b in B.tolist():
-            idx += u > b
+            idx += above(u, b)
     else:
         for k in range(m):
-            idx += u > B[:, k : k + 1]
+            idx += above(u, B[:, k : k + 1])
     return idx.long()
 
 
@@ -59,23 +62,28 @@ def take(Q: Tensor, idx: Tensor, dim: int | None = None) -> Tensor:
     return Q.gather(1, idx)
 
 
-def nearest_index(Q: Tensor, u: Tensor, dim: int | None = None) -> Tensor:
-    """Index of the nearest level of sorted ``Q`` for every element of ``u``; exact ties go to
-    the lower level (``#{k : mu_k < u}`` with midpoints ``mu_k = (q_k + q_{k+1})/2``, spec §3.3).
+def nearest_index(Q: Tensor, u: Tensor, dim: int | None = None, *, ties: str = "low") -> Tensor:
+    """Index of the nearest level of sorted ``Q`` for every element of ``u``.
 
-    With ``dim`` set, ``Q`` is ``(rows, m)`` and ``u`` is ``(rows, n)``.
+    Exact ties (``u`` on a midpoint ``mu_k = (q_k + q_{k+1})/2``) go to the lower level
+    (``#{k : mu_k < u}``, the rule of the reference's prox maps) or, with ``ties="up"``, to the
+    upper one (``#{k : mu_k <= u}``, the rule ``bsign(0) = +1`` of least-squares binary
+    quantization). With ``dim`` set, ``Q`` is ``(rows, m)`` and ``u`` is ``(rows, n)``.
     """
+    if ties not in ("low", "up"):
+        raise ValueError(f"ties must be 'low' or 'up', got {ties!r}")
     _check_levels(Q)
-    return count_below((Q[..., :-1] + Q[..., 1:]) / 2, u, dim)
+    return count_below((Q[..., :-1] + Q[..., 1:]) / 2, u, dim, right=ties == "up")
 
 
-def nearest(Q: Tensor, u: Tensor, dim: int | None = None) -> Tensor:
-    """Hard quantization ``nearest(Q, u)`` (spec §3.3), ties to the lower level."""
-    return take(Q, nearest_index(Q, u, dim), dim)
+def nearest(Q: Tensor, u: Tensor, dim: int | None = None, *, ties: str = "low") -> Tensor:
+    """Hard quantization ``nearest(Q, u)``, ties to the lower level (``ties="up"``: the upper)."""
+    return take(Q, nearest_index(Q, u, dim, ties=ties), dim)
 
 
 def binary_sign(x: Tensor) -> Tensor:
-    """``sign(x)`` with ``bsign(0) = +1`` (LSBQ, spec §3.6)."""
+    """``sign(x)`` with ``bsign(0) = +1`` (least-squares binary quantization, Pouransari et al.,
+    2020)."""
     return torch.where(x == 0, 1.0, x.sign())
 
 
@@ -136,7 +144,7 @@ def _q_max(a: Tensor, b: int, dim: int | None, scale_method: str) -> Tensor:
 
 
 class UnifQuantizer(Quantizer):
-    """Uniform symmetric grid of ``floor(2^b - 2*int_shift) + 1`` levels (spec §3.6).
+    """Uniform symmetric grid of ``floor(2^b - 2*int_shift) + 1`` levels (as in the official code).
 
     ``q = (round(clip(p, -q_max, q_max)/s - zero_point) + zero_point) * s`` with
     ``s = q_max / (2^(b-1) - int_shift)``.  The default (``int_shift = zero_point = 0.5``) gives the
@@ -211,12 +219,15 @@ class TernaryUnifQuantizer(Quantizer):
 
 
 class LSBQuantizer(Quantizer):
-    """Least-squares binary quantization (Pouransari et al., 2020), spec §3.6 and §4.
+    """Least-squares binary quantization (LSBQ; Pouransari et al., 2020), as used by PARQ.
 
     ``optimal=False``: greedy ``v_i = mean|r|``, ``r <- r - v_i bsign(r)`` for ``b >= 1``; the
-    heuristic ternary ``v = ternary_multiplier * mean|p|`` for ``b = 0``.
+    heuristic ternary ``v = ternary_multiplier * mean|p|`` for ``b = 0`` (thresholds ``±v/2``, ties
+    to the lower level, as in the reference).
     ``optimal=True`` (``b in {0, 1, 2}``): the exact least-squares level set (searched over all
-    sorted splits of ``|p|``), per tensor or per row.
+    sorted splits of ``|p|``), per tensor or per row; inputs exactly between two levels go to the
+    upper one, the ``bsign(0) = +1`` rule of greedy LSBQ and of the reference (an exact ``0``
+    becomes ``+L``, not ``-L``).
     """
 
     def __init__(
@@ -282,7 +293,10 @@ def optimal_lsbq(p: Tensor, b: int, dim: int | None = None) -> tuple[Tensor, Ten
     candidate levels are the conditional means; a candidate is valid when its decision threshold
     lies between ``a_i`` and ``a_{i+1}`` (a Lloyd fixed point, so the global optimum is among the
     valid candidates).  The valid candidate with least squared error wins; rows without a valid
-    candidate fall back to the greedy / simple rule.  Computed in float64, returned in ``p.dtype``.
+    candidate fall back to the greedy / simple levels.  ``q = nearest(Q, p, ties="up")``: a tie
+    goes to the upper level, as ``bsign(0) = +1`` does in the reference (``0 -> +L``;
+    ``(L+U)/2 -> U``; ``-(L+U)/2 -> -L``; ternary ``±a/2 -> a`` / ``0``).  Computed in float64,
+    returned in ``p.dtype``.
     """
     rows = p.reshape(1, -1) if dim is None else p
     a = rows.abs().to(torch.float64).sort(dim=-1).values
@@ -317,7 +331,7 @@ def optimal_lsbq(p: Tensor, b: int, dim: int | None = None) -> tuple[Tensor, Ten
         Q = torch.cat([-Ub, -Lb, Lb, Ub], dim=-1)
         _, Q_fb = LSBQuantizer.quantize_greedy(rows, 2, dim=-1)
     Q = torch.where(has, Q, Q_fb)
-    q = nearest(Q, rows, dim=-1)
+    q = nearest(Q, rows, dim=-1, ties="up")
     if dim is None:
         return q.reshape(p.shape), Q.reshape(-1)
     return q, Q
