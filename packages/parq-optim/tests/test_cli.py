@@ -1,75 +1,234 @@
+import hashlib
+import importlib.util
 import json
+import statistics
+from pathlib import Path
 
 import pytest
-from parq_optim.cli import main
+from parq_optim.cli import build_cli, main
+
+HERE = Path(__file__).resolve().parent
 
 
-def test_demo_tiny_end_to_end(tmp_path):
-    rc = main(
-        ["demo", "--quick", "--epochs", "3", "--seeds", "1", "--quiet", "--out", str(tmp_path)]
+def digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def run(argv, capsys):
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def expect_usage_error(argv, flag, capsys, out_dir):
+    rc, _, err = run([*argv, "--out", out_dir], capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert f"argument {flag}" in lines[0], lines[0]
+    assert not Path(out_dir).exists() or not any(Path(out_dir).iterdir())
+    return lines[0]
+
+
+def train_argv(out, *extra):
+    return ["train", "--data", "synthetic", "--epochs", "1", "--hidden", "16", "--quiet",
+            "--out", out, *extra]  # fmt: skip
+
+
+def test_every_subcommand_is_declared_once_on_the_contract():
+    cli = build_cli()
+    assert list(cli.commands) == ["demo", "train", "export"]
+    described = {c["name"]: c for c in cli.describe()}
+    assert described["train"]["writes"] == ["results.json", "checkpoint.pt"]
+    assert described["export"]["writes"] == ["export.json", "model.parq.pt"]
+    for command in described.values():  # every numeric flag has a range check
+        raw = [o["flags"][0] for o in command["options"] if o["raw_type"] in ("int", "float")]
+        assert raw == []
+
+
+def test_demo_single_seed_says_data_and_prints_no_zero_spread(tmp_path, capsys):
+    rc, out, _ = run(
+        ["demo", "--quick", "--epochs", "2", "--seeds", "1", "--out", tmp_path], capsys
     )
     assert rc == 0
+    assert "data: synthetic (embedded" in out
+    assert "±" not in out and "1 seed" in out
     res = json.loads((tmp_path / "results.json").read_text())
     assert {r["method"] for r in res["rows"]} == {"fp", "ste", "binaryrelax", "parq"}
-    assert "torch" in res["versions"] and res["wall_time_s"] > 0
+    assert res["n_seeds"] == 1 and all(r["std"] is None for r in res["rows"])
+    assert res["data"] == "synthetic" and res["wall_time_s"] > 0 and "torch" in res["versions"]
+    assert str(tmp_path) not in (tmp_path / "results.json").read_text()  # no machine paths
 
 
-def test_train_then_export(tmp_path, capsys):
-    rc = main(
-        [
-            "train",
-            "--data",
-            "synthetic",
-            "--bits",
-            "1",
-            "--prox",
-            "parq",
-            "--epochs",
-            "2",
-            "--per-channel",
-            "--quiet",
-            "--out",
-            str(tmp_path / "t"),
-        ]
-    )
+def test_demo_spread_is_the_sample_std_over_the_seeds(tmp_path, capsys):
+    rc, out, _ = run(["demo", "--epochs", "2", "--seeds", "2", "--out", tmp_path], capsys)
+    assert rc == 0 and "mean ± sample std over 2 seeds" in out
+    for row in json.loads((tmp_path / "results.json").read_text())["rows"]:
+        assert row["std"] == pytest.approx(statistics.stdev(row["test_acc"]))  # ddof=1
+
+
+def test_train_then_export_keeps_every_result(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc, _, _ = run(train_argv(out, "--epochs", "2", "--bits", "1"), capsys)
     assert rc == 0
-    res = json.loads((tmp_path / "t" / "results.json").read_text())
-    assert all(v["distinct_snapped"] <= 2 for v in res["metrics"]["layers"].values())
-    rc = main(
-        [
-            "export",
-            "--checkpoint",
-            str(tmp_path / "t" / "checkpoint.pt"),
-            "--quiet",
-            "--out",
-            str(tmp_path / "e"),
-        ]
-    )
-    assert rc == 0
-    rep = json.loads((tmp_path / "e" / "results.json").read_text())["report"]
+    res = json.loads((out / "results.json").read_text())
+    assert res["checkpoint"] == "checkpoint.pt" and res["diverged"] is None
+    assert all(v["distinct_snapped"] <= 2 for v in res["layers"].values())
+    before = {name: digest(out / name) for name in ("results.json", "checkpoint.pt")}
+    export = ["export", "--checkpoint", out / "checkpoint.pt", "--out", out]
+    rc, text, _ = run(export, capsys)
+    assert rc == 0 and "bits/weight" in text
+    rep = json.loads((out / "export.json").read_text())
     assert rep["roundtrip_max_abs_diff"] == 0.0 and rep["bits_per_weight"] < 2
-    assert rep["file_bytes"] > 0 and "bits/weight" in capsys.readouterr().out
+    assert rep["file"] == "model.parq.pt" and rep["file_bytes"] > 0
+    assert {name: digest(out / name) for name in before} == before  # train's files untouched
+    exported = digest(out / "export.json")
+    rc, _, err = run(export, capsys)  # a second export refuses to replace export.json
+    assert rc == 2 and "--overwrite" in err and digest(out / "export.json") == exported
+    assert run([*export, "--overwrite", "--quiet"], capsys)[0] == 0
 
 
-def test_config_file(tmp_path):
+def test_train_refuses_to_replace_a_checkpoint_without_overwrite(tmp_path, capsys):
+    assert run(train_argv(tmp_path), capsys)[0] == 0
+    good = digest(tmp_path / "checkpoint.pt")
+    rc, _, err = run(train_argv(tmp_path), capsys)
+    assert rc == 2 and "--overwrite" in err and digest(tmp_path / "checkpoint.pt") == good
+
+
+def nan_csv(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a_train.csv").write_text("label,x,y\n0,1,2\n1,3,nan\n1,5,0\n0,2,2\n")
+    (folder / "a_test.csv").write_text("label,x,y\n1,0,1\n0,1,1\n")
+    return folder
+
+
+def test_nan_csv_never_replaces_a_good_checkpoint(tmp_path, capsys):
+    """Before: a NaN cell trained to all-NaN weights over the checkpoint, rc 0, 'test acc 12.00'."""
+    out = tmp_path / "run"
+    assert run(train_argv(out), capsys)[0] == 0
+    good = {name: digest(out / name) for name in ("results.json", "checkpoint.pt")}
+    data = nan_csv(tmp_path / "csv")
+    rc, _, err = run(["train", "--data", data, "--overwrite", "--out", out], capsys)
+    assert rc == 2 and "argument --data" in err and "line 3, column 3 ('y')" in err
+    assert {name: digest(out / name) for name in good} == good
+
+
+def test_divergence_keeps_the_old_checkpoint(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert run(train_argv(out), capsys)[0] == 0
+    good = digest(out / "checkpoint.pt")
+    rc, _, err = run(train_argv(out, "--lr", "1e6", "--overwrite"), capsys)
+    assert rc == 3 and "diverged" in err and "checkpoint.pt was not written" in err
+    assert digest(out / "checkpoint.pt") == good
+    res = json.loads((out / "results.json").read_text())
+    assert res["diverged"].startswith("training diverged") and res["checkpoint"] is None
+
+
+def test_config_file(tmp_path, capsys):
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"epochs": 1, "bits": 0, "prox": "ste", "data": "synthetic"}))
-    assert main(["train", "--config", str(cfg), "--quiet", "--out", str(tmp_path)]) == 0
-    assert json.loads((tmp_path / "results.json").read_text())["config"]["bits"] == 0
+    assert run(["train", "--config", cfg, "--quiet", "--out", tmp_path / "o"], capsys)[0] == 0
+    res = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert res["config"]["bits"] == 0 and res["train_config"]["method"] == "ste"
 
 
-@pytest.mark.parametrize(
-    ("argv", "needle"),
-    [
-        (["train", "--data", "synthetic", "--bits", "-1"], "--bits: got -1"),
-        (["train", "--data", "synthetic", "--prox", "magic"], "--prox: got 'magic'"),
-        (["train", "--data", "synthetic", "--quantizer", "unif", "--bits", "0"], "b >= 1"),
-        (["train", "--data", "synthetic", "--quant-period", "0"], "--quant-period: got 0"),
-        (["train", "--data", "/no/such/dir"], "--data: folder '/no/such/dir' not found"),
-        (["export", "--checkpoint", "/no/file.pt"], "--checkpoint: file not found"),
-    ],
-)
-def test_bad_input_exit_2(argv, needle, tmp_path, capsys):
-    assert main([*argv, "--out", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert needle in err and len(err.splitlines()) == 1
+def bad_files(tmp: Path) -> dict[str, Path]:
+    files = {}
+    empty = tmp / "empty-csv"
+    empty.mkdir()
+    (empty / "e_train.csv").write_text("")
+    (empty / "e_test.csv").write_text("label,a\n0,1\n")
+    files["empty"] = empty
+    header = tmp / "header-csv"
+    header.mkdir()
+    (header / "h_train.csv").write_text("label,a,b\n")
+    (header / "h_test.csv").write_text("label,a,b\n0,1,2\n")
+    files["header"] = header
+    flat = tmp / "flat-csv"
+    flat.mkdir()
+    (flat / "f_train.csv").write_text("label,a,b\n0,1,2\n1,3,4\n")
+    (flat / "f_test.csv").write_text("label,a,b\n1,0,1\n")
+    files["flat"] = flat
+    for name, text in {
+        "empty.yaml": "",
+        "blank.json": "  \n",
+        "bad.yaml": "epochs: [1, 2\n",
+        "bad.json": '{"epochs": ',
+        "list.yaml": "- 1\n- 2\n",
+        "number.json": "3",
+        "neg-lr.json": '{"lr": -1}',
+    }.items():
+        (tmp / name).write_text(text)
+        files[name] = tmp / name
+    (tmp / "junk.pt").write_bytes(b"not a checkpoint")
+    files["junk.pt"] = tmp / "junk.pt"
+    return files
+
+
+BAD = [
+    (["train", "--lr", "-1"], "--lr", "> 0"),
+    (["train", "--weight-decay", "-1"], "--weight-decay", ">= 0"),
+    (["train", "--steepness", "-1"], "--steepness", "> 0"),
+    (["train", "--bits", "99"], "--bits", "from 0 to 8"),
+    (["train", "--bits", "-1"], "--bits", "from 0 to 8"),
+    (["train", "--prox", "magic"], "--prox", "invalid choice"),
+    (["train", "--quantizer", "unif", "--bits", "0"], "--bits", "b >= 1"),
+    (["train", "--quantizer", "lsbq-optimal", "--bits", "3"], "--bits", "b in {0, 1, 2}"),
+    (["train", "--quant-period", "0"], "--quant-period", ">= 1"),
+    (["train", "--block-size", "4"], "--block-size", "--per-channel"),
+    (["train", "--block-size", "5", "--per-channel"], "--block-size", "divide"),
+    (["train", "--data", "{tmp}/no/such/dir"], "--data", "does not exist"),
+    (["train", "--data", "{empty}"], "--data", "e_train.csv is empty"),
+    (["train", "--data", "{header}"], "--data", "no data rows"),
+    (["train", "--data", "{flat}", "--model", "cnn"], "--model", "needs image data"),
+    (["train", "--config", "{empty.yaml}"], "--config", "is empty"),
+    (["train", "--config", "{blank.json}"], "--config", "is empty"),
+    (["train", "--config", "{bad.yaml}"], "--config", "not valid YAML"),
+    (["train", "--config", "{bad.json}"], "--config", "not valid JSON"),
+    (["train", "--config", "{list.yaml}"], "--config", "not a mapping"),
+    (["train", "--config", "{number.json}"], "--config", "not a mapping"),
+    (["train", "--config", "{neg-lr.json}"], "--lr", "set in --config"),
+    (["demo", "--quantizer", "unif"], "--quantizer", "1 bit and ternary"),
+    (["demo", "--lr", "0"], "--lr", "> 0"),
+    (["export", "--checkpoint", "{tmp}/no.pt"], "--checkpoint", "does not exist"),
+    (["export", "--checkpoint", "{junk.pt}"], "--checkpoint", ""),
+]
+
+
+@pytest.mark.parametrize(("argv", "flag", "needle"), BAD, ids=lambda x: str(x)[:40])
+def test_bad_input_is_one_line_naming_the_flag(argv, flag, needle, tmp_path, capsys):
+    files = {"tmp": str(tmp_path), **{k: str(v) for k, v in bad_files(tmp_path).items()}}
+    for key, value in files.items():
+        argv = [a.replace("{" + key + "}", value) for a in argv]
+    line = expect_usage_error(argv, flag, capsys, tmp_path / "out")
+    assert needle in line
+
+
+def test_export_of_a_full_precision_run_is_a_usage_error(tmp_path, capsys):
+    assert run(train_argv(tmp_path / "fp", "--prox", "fp"), capsys)[0] == 0
+    line = expect_usage_error(
+        ["export", "--checkpoint", tmp_path / "fp" / "checkpoint.pt"],
+        "--checkpoint",
+        capsys,
+        tmp_path / "out",
+    )
+    assert "full precision" in line
+
+
+def load_cli_cases():
+    spec = importlib.util.spec_from_file_location("parq_cli_cases", HERE / "cli_cases.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_nan_data_cases_fail_cleanly(tmp_path, capsys):
+    cases = load_cli_cases().nan_data(tmp_path)
+    commands = set(build_cli().commands)
+    assert set(cases) == commands
+    for name, case in cases.items():
+        if isinstance(case, str):
+            continue
+        argv, flag = case
+        line = expect_usage_error([name, *argv], flag, capsys, tmp_path / f"out-{name}")
+        assert "nan" in line.lower()

@@ -1,4 +1,5 @@
-"""Direction of the effect on CPU (spec §8, last paragraph): 1-bit LSBQ, hidden 16, 3 seeds."""
+"""Direction of the effect on CPU: 1-bit LSBQ, hidden 16, 3 seeds (PARQ and BinaryRelax above STE,
+as the official code shows on digits; full precision highest)."""
 
 import statistics
 

@@ -1,148 +1,279 @@
-"""Command line: ``parq-optim demo | train | export``."""
+"""Command line: ``parq-optim demo | train | export``, on the repository's CLI contract
+(:mod:`parq_optim._contract`): common flags, validated values, config files, results files.
+
+Every subcommand is declared once in :func:`build_cli`; values are checked by the flag validators
+(ranges, choices, paths) and by :meth:`TrainConfig.validate` / :meth:`TrainConfig.check_data`
+(combinations such as ``--quantizer unif --bits 0`` or ``--model cnn`` on CSV data), whose
+:class:`~parq_optim.train.ConfigError` names the flag at fault.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
+import math
 import sys
-import time
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ._contract import (
+    CLI,
+    Report,
+    UsageError,
+    blame,
+    existing_path,
+    fmt_mean_std,
+    int_range,
+    mean_std,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    progress,
+    require,
+    say,
+    table,
+    unit_interval,
+)
 from .data import Split, load_digits, load_folder, make_synthetic
 from .optim import QUANTIZERS
-from .train import METHODS, TrainConfig, build, train
+from .train import (
+    MAX_BITS,
+    METHODS,
+    MODELS,
+    OPTIMIZERS,
+    ConfigError,
+    Diverged,
+    TrainConfig,
+    build,
+    load_checkpoint,
+    save_checkpoint,
+    train,
+)
 
-DEFAULT_DATA = os.environ.get("PARQ_OPTIM_DATA_DIR", "../shared/data/mnist/raw")
+__all__ = ["build_cli", "main"]
+
+DIST = "parq-optim"
+DATA_NAMES = ("synthetic", "digits")
+DATA_TEXT = {
+    "synthetic": "synthetic (embedded Gaussian mixture of 8x8 images, 10 classes, "
+    "2,000 train / 1,000 test; no download)",
+    "digits": "digits (scikit-learn's 8x8 handwritten digits, 1,437 train / 360 test)",
+}
+DEMO_METHODS = ("fp", "ste", "binaryrelax", "parq")
+DEFAULT_LR = {"sgd": 0.1, "adamw": 1e-3}
+# TrainConfig fields whose flag has another name
+FLAG_OF = {"method": "--prox"}
 
 
-class UsageError(Exception):
-    """Bad command-line input: printed as one line, exit code 2."""
-
-
-def _versions() -> dict[str, str]:
-    from . import __version__
-
-    return {
-        "parq_optim": __version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "cpu_count": str(os.cpu_count()),
-    }
-
-
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda (default: cpu)")
-    p.add_argument("--out", default=None, help="output directory for results.json and files")
-    p.add_argument("--config", default=None, help="JSON or YAML file with values for these flags")
-    p.add_argument("--quiet", action="store_true", help="no progress bars, only the final table")
-
-
-def _training_flags(p: argparse.ArgumentParser, epochs: int, hidden: int) -> None:
-    p.add_argument("--model", default="mlp", help="mlp or cnn (cnn needs image data; default mlp)")
-    p.add_argument("--hidden", type=int, default=hidden, help=f"hidden width (default {hidden})")
-    p.add_argument("--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})")
-    p.add_argument("--batch-size", type=int, default=64, help="mini-batch size (default 64)")
-    p.add_argument("--optimizer", default="sgd", help="base optimizer: sgd or adamw (default sgd)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (sgd 0.1, adamw 1e-3)")
-    p.add_argument("--weight-decay", type=float, default=1e-4, help="weight decay (default 1e-4)")
+def _training_flags(p: argparse.ArgumentParser, *, epochs: str, hidden: int) -> None:
     p.add_argument(
-        "--quantizer", default="lsbq", help=f"one of {sorted(QUANTIZERS)} (default lsbq)"
+        "--model", choices=MODELS, default="mlp", help="mlp, or cnn for image data (default: mlp)"
     )
-    p.add_argument("--per-channel", action="store_true", help="one level set per output channel")
-    p.add_argument("--block-size", type=int, default=None, help="levels per block of this size")
-    p.add_argument("--warmup-steps", type=int, default=0, help="full-precision steps first")
-    p.add_argument("--quant-period", type=int, default=10, help="refresh levels every N steps")
-    p.add_argument("--steepness", type=float, default=10.0, help="PARQ schedule steepness s")
+    p.add_argument(
+        "--hidden",
+        type=positive_int(),
+        default=hidden,
+        help=f"hidden width of the MLP (the CNN uses max(4, hidden/4) channels; default: {hidden})",
+    )
+    p.add_argument(
+        "--epochs", type=positive_int(), default=None, help=f"training epochs (default: {epochs})"
+    )
+    p.add_argument("--batch-size", type=positive_int(), default=64, help="mini-batch (default: 64)")
+    p.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default="sgd",
+        help="base optimizer: sgd (momentum 0.9) or adamw (default: sgd)",
+    )
+    p.add_argument(
+        "--lr",
+        type=positive_float(),
+        default=None,
+        help="learning rate, cosine-annealed over all steps (default: 0.1 for sgd, 1e-3 for adamw)",
+    )
+    p.add_argument(
+        "--weight-decay",
+        type=nonneg_float(),
+        default=1e-4,
+        help="weight decay of the quantized weights (biases: 0; default: 1e-4)",
+    )
+    p.add_argument(
+        "--quantizer",
+        choices=sorted(QUANTIZERS),
+        default="lsbq",
+        help="level-set estimator: unif, maxunif (>= 2 bits), ternary (ternary only), lsbq "
+        "(greedy least-squares binary), lsbq-optimal (exact, <= 2 bits) (default: lsbq)",
+    )
+    p.add_argument(
+        "--per-channel",
+        action="store_true",
+        help="one level set per output channel (row) instead of per tensor (default: off)",
+    )
+    p.add_argument(
+        "--block-size",
+        type=positive_int(),
+        default=None,
+        help="one level set per block of this many weights along each row; needs --per-channel "
+        "and must divide every layer's input width (default: off)",
+    )
+    p.add_argument(
+        "--warmup-steps",
+        type=nonneg_int(),
+        default=0,
+        help="full-precision optimizer steps before QAT starts (default: 0)",
+    )
+    p.add_argument(
+        "--quant-period",
+        type=positive_int(),
+        default=10,
+        help="recompute the level sets every this many QAT steps (default: 10)",
+    )
+    p.add_argument(
+        "--steepness",
+        type=positive_float(),
+        default=10.0,
+        help="steepness s of PARQ's inverse-slope schedule (default: 10)",
+    )
     p.add_argument(
         "--anneal-end-frac",
-        type=float,
+        type=unit_interval(low_open=True),
         default=0.9,
-        help="anneal window ends at this fraction of all steps (default 0.9)",
+        help="the anneal window [warmup steps, frac * all steps) ends at this fraction, in (0, 1] "
+        "(default: 0.9)",
     )
 
 
-def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="parq-optim",
-        description="PARQ quantization-aware training (ICML 2025): demo, train, export.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+def build_cli() -> CLI:
+    """The ``parq-optim`` command line: ``demo``, ``train`` and ``export``."""
+    from . import __version__
 
-    demo = sub.add_parser("demo", help="PARQ vs STE vs BinaryRelax at 1 bit and ternary")
-    _common(demo)
-    demo.add_argument("--quick", action="store_true", help="small run (< 2 min on one core)")
+    cli = CLI(
+        DIST,
+        description="PARQ quantization-aware training (Jin et al., ICML 2025): demo, train, "
+        "export.",
+        version=__version__,
+    )
+    demo = cli.command(
+        "demo",
+        cmd_demo,
+        help="PARQ vs STE vs BinaryRelax at 1 bit and ternary on an embedded dataset",
+        description="Full precision, STE, BinaryRelax and PARQ on a small MLP at 1 bit and "
+        "ternary, several seeds; prints mean ± sample std (ddof=1) over the seeds and writes "
+        "results.json (and demo.png when matplotlib is installed).",
+        writes=("results.json", "demo.png"),
+    )
     demo.add_argument(
-        "--data", default="synthetic", help="synthetic (embedded, default) or digits (scikit-learn)"
+        "--quick",
+        action="store_true",
+        help="30 epochs and 2 seeds instead of 60 and 3 (about 15 s on one core; default: off)",
     )
-    demo.add_argument("--seeds", type=int, default=None, help="number of seeds (quick 2, else 3)")
-    _training_flags(demo, epochs=60, hidden=16)
+    demo.add_argument(
+        "--data",
+        choices=DATA_NAMES,
+        default="synthetic",
+        help="synthetic (embedded, no download) or digits (needs scikit-learn, the [data] "
+        "extra) (default: synthetic)",
+    )
+    demo.add_argument(
+        "--seeds",
+        type=positive_int(),
+        default=None,
+        help="number of seeds, from --seed on (default: 2 with --quick, else 3)",
+    )
+    _training_flags(demo, epochs="60, 30 with --quick", hidden=16)
 
-    tr = sub.add_parser("train", help="train one model (MNIST IDX folder, digits or synthetic)")
-    _common(tr)
+    tr = cli.command(
+        "train",
+        cmd_train,
+        help="train one model and write its checkpoint",
+        description="Train one model (full precision or QAT) on a data folder (IDX/NPZ/CSV), "
+        "digits or the synthetic preset; writes results.json and checkpoint.pt in --out.",
+        writes=("results.json", "checkpoint.pt"),
+    )
     tr.add_argument(
         "--data",
-        default=DEFAULT_DATA,
-        help="data folder (IDX/NPZ/CSV), or 'digits' / 'synthetic' "
-        "(default $PARQ_OPTIM_DATA_DIR or ../shared/data/mnist/raw)",
+        type=existing_path("dir", names=DATA_NAMES),
+        default="synthetic",
+        help="a data folder (MNIST IDX files, .npz or *train*.csv + *test*.csv), or synthetic "
+        "(embedded) or digits (scikit-learn) (default: synthetic)",
     )
-    tr.add_argument("--bits", type=int, default=2, help="bits per weight, 0 = ternary (default 2)")
-    tr.add_argument("--prox", default="parq", help=f"one of {list(METHODS)} (fp = no quantization)")
-    tr.add_argument("--max-train", type=int, default=None, help="subsample the train split")
-    tr.add_argument("--max-test", type=int, default=None, help="subsample the test split")
-    _training_flags(tr, epochs=3, hidden=128)
+    tr.add_argument(
+        "--bits",
+        type=int_range(0, MAX_BITS),
+        default=2,
+        help=f"bits per quantized weight, 0 = ternary, at most {MAX_BITS} (default: 2)",
+    )
+    tr.add_argument(
+        "--prox",
+        choices=METHODS,
+        default="parq",
+        help="prox map: parq, ste (hard quantization), binaryrelax, softquant, or fp (full "
+        "precision, no quantization) (default: parq)",
+    )
+    tr.add_argument(
+        "--max-train",
+        type=positive_int(),
+        default=None,
+        help="subsample the train split to this many samples, stratified (default: all)",
+    )
+    tr.add_argument(
+        "--max-test",
+        type=positive_int(),
+        default=None,
+        help="subsample the test split to this many samples, stratified (default: all)",
+    )
+    _training_flags(tr, epochs="3", hidden=128)
 
-    ex = sub.add_parser("export", help="write a trained checkpoint as levels + integer codes")
-    _common(ex)
-    ex.add_argument("--checkpoint", required=True, help="checkpoint.pt written by 'train'")
-    return parser
+    ex = cli.command(
+        "export",
+        cmd_export,
+        help="write a trained checkpoint as level tables + bit-packed integer codes",
+        description="Read a checkpoint written by 'parq-optim train', write model.parq.pt "
+        "(levels + codes at ceil(log2 |Q|) bits) and export.json (bits/weight, file size, "
+        "round-trip error) in --out.",
+        writes=("export.json", "model.parq.pt"),
+    )
+    ex.add_argument(
+        "--checkpoint",
+        type=existing_path("file"),
+        required=True,
+        help="checkpoint.pt written by 'parq-optim train' (required)",
+    )
+    return cli
 
 
-def _load_config(path: str) -> dict[str, Any]:
-    text = Path(path).read_text()
-    if path.endswith((".yaml", ".yml")):
-        try:
-            import yaml
-        except ImportError as e:
-            raise UsageError("--config: YAML needs pyyaml: pip install 'parq-optim[cli]'") from e
-        return dict(yaml.safe_load(text) or {})
-    return dict(json.loads(text))
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``parq-optim`` command; returns the exit code."""
+    return build_cli().main(argv)
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = make_parser()
-    args = parser.parse_args(argv)
-    if args.config:
-        if not Path(args.config).is_file():
-            raise UsageError(f"--config: file not found: {args.config!r}")
-        cfg = {k.replace("-", "_"): v for k, v in _load_config(args.config).items()}
-        unknown = set(cfg) - set(vars(args))
-        if unknown:
-            raise UsageError(f"--config: unknown keys {sorted(unknown)}")
-        sub = parser._subparsers._group_actions[0].choices[args.command]  # type: ignore[union-attr,index]
-        sub.set_defaults(**cfg)
-        args = parser.parse_args(argv)  # command-line flags override the file
-    return args
+# ---- helpers ----------------------------------------------------------------------------------
+def _setup(args: argparse.Namespace) -> None:
+    torch.manual_seed(args.seed)
+    if args.device == "cpu":
+        torch.set_num_threads(1)  # small models: threads only add contention (and noise)
 
 
-def _config(args: argparse.Namespace, method: str, bits: int, seed: int) -> TrainConfig:
-    lr = args.lr if args.lr is not None else (0.1 if args.optimizer == "sgd" else 1e-3)
+def _flag(field: str) -> str:
+    return FLAG_OF.get(field, "--" + field.replace("_", "-"))
+
+
+def _config(
+    args: argparse.Namespace, method: str, bits: int, seed: int, epochs: int
+) -> TrainConfig:
     cfg = TrainConfig(
         method=method,
         bits=bits,
         quantizer=args.quantizer,
         model=args.model,
         hidden=args.hidden,
-        epochs=args.epochs,
+        epochs=epochs,
         batch_size=args.batch_size,
         optimizer=args.optimizer,
-        lr=lr,
+        lr=args.lr if args.lr is not None else DEFAULT_LR[args.optimizer],
         weight_decay=args.weight_decay,
         warmup_steps=args.warmup_steps,
         quant_period=args.quant_period,
@@ -153,249 +284,221 @@ def _config(args: argparse.Namespace, method: str, bits: int, seed: int) -> Trai
         seed=seed,
         device=args.device,
     )
-    _check_choice("--model", cfg.model, ["mlp", "cnn"])
-    _check_choice("--optimizer", cfg.optimizer, ["sgd", "adamw"])
-    _check_choice("--quantizer", cfg.quantizer, sorted(QUANTIZERS))
-    _check_choice("--prox", method, list(METHODS))
-    for flag, v in (("--epochs", cfg.epochs), ("--hidden", cfg.hidden)):
-        if v < 1:
-            raise UsageError(f"{flag}: got {v}; expected an integer >= 1")
-    if cfg.quant_period < 1:
-        raise UsageError(f"--quant-period: got {cfg.quant_period}; expected an integer >= 1")
-    if bits < 0:
-        raise UsageError(f"--bits: got {bits}; expected an integer >= 0 (0 = ternary)")
-    try:
-        cfg.validate()
-    except (ValueError, NotImplementedError) as e:
-        raise UsageError(f"--quantizer {cfg.quantizer} with --bits {bits}: {e}") from e
+    if hasattr(args, "bits"):
+        _checked(cfg.validate)
+    else:  # demo: the bit widths are fixed, the quantizer must support them
+        _checked(cfg.validate, bits_flag="--quantizer", note="the demo runs 1 bit and ternary")
     return cfg
 
 
-def _check_choice(flag: str, value: str, choices: list[str]) -> None:
-    if value not in choices:
-        raise UsageError(f"{flag}: got {value!r}; expected one of {choices}")
+def _checked(check: Any, *values: Any, bits_flag: str = "--bits", note: str = "") -> None:
+    """Run a TrainConfig check; its ConfigError becomes a usage error naming the flag."""
+    try:
+        check(*values)
+    except ConfigError as e:
+        if e.field == "bits":
+            raise UsageError(bits_flag, f"{note}; {e}" if note else str(e)) from e
+        raise UsageError(_flag(e.field), str(e)) from e
 
 
-def _load_data(spec: str, seed: int, max_train: int | None = None, max_test: int | None = None):
+def _load_data(
+    spec: str | Path, seed: int, max_train: int | None = None, max_test: int | None = None
+) -> Split:
+    """The data named by ``--data`` (call inside ``blame("--data")``)."""
     if spec == "synthetic":
         return make_synthetic(seed=seed)
     if spec == "digits":
-        try:
-            return load_digits(seed=seed)
-        except ImportError as e:
-            raise UsageError(f"--data digits: {e}") from e
-    if not Path(spec).is_dir():
-        raise UsageError(
-            f"--data: folder {spec!r} not found; expected an IDX/NPZ/CSV folder, 'digits' or "
-            "'synthetic' (or set PARQ_OPTIM_DATA_DIR)"
-        )
-    try:
-        return load_folder(spec, max_train=max_train, max_test=max_test, seed=seed)
-    except (ValueError, FileNotFoundError) as e:
-        raise UsageError(f"--data {spec!r}: {e}") from e
+        require("sklearn", DIST, "data", "--data digits")
+        return load_digits(seed=seed)
+    return load_folder(spec, max_train=max_train, max_test=max_test, seed=seed)
 
 
-def _out_dir(args: argparse.Namespace) -> Path:
-    out = Path(args.out or f"parq-optim-{args.command}")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+def _bits_label(method: str, bits: int) -> str:
+    return "fp" if method == "fp" else ("ternary" if bits == 0 else str(bits))
 
 
-def _write(out: Path, payload: dict[str, Any]) -> None:
-    (out / "results.json").write_text(json.dumps(payload, indent=2, default=str))
-
-
-def _summary(r: dict[str, Any]) -> dict[str, Any]:
-    keep = ("test_acc", "train_acc", "wall_time_s", "quantized_fraction_end", "layers")
-    return {k: r[k] for k in keep if k in r}
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    out = _out_dir(args)
-    epochs = 30 if args.quick and args.epochs == 60 else args.epochs
-    args.epochs = epochs
+# ---- demo -------------------------------------------------------------------------------------
+def cmd_demo(args: argparse.Namespace) -> Report:
+    _setup(args)
+    epochs = args.epochs or (30 if args.quick else 60)
     n_seeds = args.seeds or (2 if args.quick else 3)
-    methods = ["fp", "ste", "binaryrelax", "parq"]
+    seeds = list(range(args.seed, args.seed + n_seeds))
+    runs = [(b, m) for b in (1, 0) for m in DEMO_METHODS if not (m == "fp" and b == 0)]
+    configs = {(b, m, s): _config(args, m, b, s, epochs) for b, m in runs for s in seeds}
+    if args.data == "digits":
+        require("sklearn", DIST, "data", "--data digits")
+    say(args, f"data: {DATA_TEXT[args.data]}")
+    with blame("--data"):
+        datasets = {s: _load_data(args.data, s) for s in seeds}
+    for (_, _, s), cfg in configs.items():
+        _checked(cfg.check_data, datasets[s])
     rows: list[dict[str, Any]] = []
-    t0 = time.perf_counter()
-    for bits in (1, 0):
-        for method in methods:
-            if method == "fp" and bits == 0:
-                continue  # full precision does not depend on the bit width
-            accs = []
-            for s in range(args.seed, args.seed + n_seeds):
-                data = _load_data(args.data, s)
-                cfg = _config(args, method, bits, s)
-                accs.append(train(cfg, data, quiet=args.quiet)["test_acc"])
+    diverged = []
+    with progress(len(configs), "demo", args.quiet) as bar:
+        for b, m in runs:
+            accs: list[float] = []
+            for s in seeds:
+                try:
+                    accs.append(train(configs[b, m, s], datasets[s], quiet=True)["test_acc"])
+                except Diverged as e:
+                    accs.append(math.nan)
+                    diverged.append(f"{m} {_bits_label(m, b)} seed {s}: {e}")
+                bar.update()
+            mean, std = mean_std(accs)
             rows.append(
                 {
-                    "bits": "fp" if method == "fp" else ("ternary" if bits == 0 else bits),
-                    "method": method,
+                    "bits": _bits_label(m, b),
+                    "method": m,
                     "test_acc": accs,
-                    "mean": sum(accs) / len(accs),
+                    "mean": mean,
+                    "std": std,
                 }
             )
-    wall = time.perf_counter() - t0
-    _write(
-        out,
-        {
-            "command": "demo",
-            "argv": sys.argv,
-            "config": vars(args),
-            "seeds": n_seeds,
-            "versions": _versions(),
-            "wall_time_s": wall,
-            "rows": rows,
-        },
+    png = _plot_demo(args.out, rows)
+    spread = f"mean ± sample std over {n_seeds} seeds" if n_seeds > 1 else "1 seed"
+    text = table(
+        [
+            [r["bits"], r["method"], fmt_mean_std(r["test_acc"]), _per_seed(r["test_acc"])]
+            for r in rows
+        ],
+        ["bits", "method", f"test acc % ({spread})", "per seed"],
     )
-    _plot_demo(out, rows)
-    print(f"{'bits':>8} {'method':>12} {'mean acc %':>11}  per seed")
-    for r in rows:
-        print(
-            f"{r['bits']!s:>8} {r['method']:>12} {r['mean']:11.2f}  "
-            + " ".join(f"{a:.1f}" for a in r["test_acc"])
-        )
-    print(f"wall time {wall:.1f} s; results in {out / 'results.json'}")
-    return 0
+    text += f"\ndata: {args.data}; seeds {seeds}; {epochs} epochs; hidden {args.hidden}"
+    results = {
+        "data": args.data,
+        "data_description": DATA_TEXT[args.data],
+        "seeds": seeds,
+        "n_seeds": n_seeds,
+        "epochs": epochs,
+        "std": "sample standard deviation (ddof=1) over the seeds; null for one seed",
+        "rows": rows,
+        "diverged": diverged,
+    }
+    if diverged:
+        text += "\ndiverged (accuracy nan): " + "; ".join(diverged)
+    return Report(results, table=text, files=[png] if png else [], status=3 if diverged else 0)
 
 
-def _plot_demo(out: Path, rows: list[dict[str, Any]]) -> None:
+def _per_seed(accs: list[float]) -> str:
+    return " ".join("nan" if math.isnan(a) else f"{a:.1f}" for a in accs)
+
+
+def _plot_demo(out: Path, rows: list[dict[str, Any]]) -> Path | None:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return
+        return None
     fig, ax = plt.subplots(figsize=(6, 3))
     labels = [f"{r['method']}\n{r['bits']}" for r in rows]
-    ax.bar(range(len(rows)), [r["mean"] for r in rows])
+    means = [r["mean"] for r in rows]
+    errs = [r["std"] or 0.0 for r in rows]
+    ax.bar(range(len(rows)), means, yerr=errs, capsize=3)
     ax.set_xticks(range(len(rows)), labels, fontsize=7)
     ax.set_ylabel("test accuracy (%)")
-    lo = min(r["mean"] for r in rows)
-    ax.set_ylim(max(0, lo - 10), 100)
+    finite = [m for m in means if math.isfinite(m)]
+    ax.set_ylim(max(0, min(finite, default=0) - 10), 100)
     fig.tight_layout()
-    fig.savefig(out / "demo.png", dpi=80)
+    path = Path(out) / "demo.png"
+    fig.savefig(path, dpi=80)
     plt.close(fig)
+    return path
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    out = _out_dir(args)
-    cfg = _config(args, args.prox, args.bits, args.seed)
-    data = _load_data(args.data, args.seed, args.max_train, args.max_test)
-    r = train(cfg, data, quiet=args.quiet)
-    ckpt = out / "checkpoint.pt"
-    torch.save(
-        {
-            "config": asdict(cfg),
-            "data": {
-                "n_features": data.n_features,
-                "n_classes": data.n_classes,
-                "image_shape": data.image_shape,
-                "n_train": len(data.y_train),
-            },
-            "model": r["model"].state_dict(),
-            "optimizer": r["optimizer"].state_dict(),
-        },
-        ckpt,
+# ---- train ------------------------------------------------------------------------------------
+def cmd_train(args: argparse.Namespace) -> Report:
+    _setup(args)
+    cfg = _config(args, args.prox, args.bits, args.seed, args.epochs or 3)
+    with blame("--data"):
+        data = _load_data(args.data, args.seed, args.max_train, args.max_test)
+    _checked(cfg.check_data, data)
+    say(args, f"data: {DATA_TEXT.get(str(args.data), data.name)}")
+    summary = {
+        "data": data.name,
+        "n_train": len(data.y_train),
+        "n_test": len(data.y_test),
+        "n_features": data.n_features,
+        "n_classes": data.n_classes,
+        "method": cfg.method,
+        "bits": cfg.bits,
+        "train_config": asdict(cfg),
+    }
+    try:
+        r = train(cfg, data, quiet=args.quiet)
+    except Diverged as e:
+        print(
+            f"{DIST}: {e}; checkpoint.pt was not written (an existing one is kept); "
+            "lower --lr or check the data",
+            file=sys.stderr,
+        )
+        results = {**summary, "diverged": str(e), "history": e.history, "checkpoint": None}
+        return Report(results, status=3)
+    ckpt = save_checkpoint(Path(args.out) / "checkpoint.pt", cfg, data, r["model"], r["optimizer"])
+    keep = ("test_acc", "train_acc", "quantized_fraction_end", "layers")
+    results = {
+        **summary,
+        **{k: r[k] for k in keep if k in r},
+        "train_time_s": r["wall_time_s"],
+        "diverged": None,
+        "checkpoint": ckpt.name,
+        "history": r["history"],
+    }
+    text = table(
+        [
+            [
+                cfg.method,
+                _bits_label(cfg.method, cfg.bits),
+                f"{r['test_acc']:.2f}",
+                f"{r['train_acc']:.2f}",
+                f"{r['wall_time_s']:.1f}",
+            ]
+        ],
+        ["method", "bits", "test acc %", "train acc %", "time s"],
     )
-    _write(
-        out,
-        {
-            "command": "train",
-            "argv": sys.argv,
-            "config": asdict(cfg),
-            "data": data.name,
-            "versions": _versions(),
-            "seed": args.seed,
-            "checkpoint": str(ckpt),
-            "metrics": _summary(r),
-            "history": r["history"],
-        },
-    )
-    print(f"{'method':>12} {'bits':>5} {'test acc %':>10} {'train acc %':>11} {'time s':>7}")
-    print(
-        f"{cfg.method:>12} {cfg.bits:>5} {r['test_acc']:10.2f} {r['train_acc']:11.2f} "
-        f"{r['wall_time_s']:7.1f}"
-    )
-    print(f"checkpoint: {ckpt}")
-    return 0
+    return Report(results, table=text, files=[ckpt])
 
 
-def cmd_export(args: argparse.Namespace) -> int:
+# ---- export -----------------------------------------------------------------------------------
+def cmd_export(args: argparse.Namespace) -> Report:
     from .export import load_quantized, save_quantized
     from .optim import QuantOptimizer
 
-    path = Path(args.checkpoint)
-    if not path.is_file():
-        raise UsageError(f"--checkpoint: file not found: {args.checkpoint!r}")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        cfg = TrainConfig(**{f.name: blob["config"][f.name] for f in fields(TrainConfig)})
-    except Exception as e:
+    _setup(args)
+    with blame("--checkpoint", RuntimeError):
+        cfg, stub, model, opt = load_checkpoint(args.checkpoint)
+    if not isinstance(opt, QuantOptimizer):
         raise UsageError(
-            f"--checkpoint: {args.checkpoint!r} is not a parq-optim train "
-            f"checkpoint ({type(e).__name__})"
-        ) from e
-    if cfg.method == "fp":
-        raise UsageError("--checkpoint: trained in full precision (--prox fp); nothing to quantize")
-    cfg.device = "cpu"
-    meta = blob["data"]
-    shape = tuple(meta["image_shape"]) if meta["image_shape"] else None
-    stub = Split(
-        torch.zeros(1, meta["n_features"]),
-        torch.zeros(1),
-        torch.zeros(1),
-        torch.zeros(1),
-        meta["n_classes"],
-        image_shape=shape,
-    )
-    steps = (meta["n_train"] + cfg.batch_size - 1) // cfg.batch_size
-    model, opt, _ = build(cfg, stub, steps)
-    model.load_state_dict(blob["model"])
-    assert isinstance(opt, QuantOptimizer)
-    opt.load_state_dict(blob["optimizer"])
-    out = _out_dir(args)
-    report = save_quantized(model, opt, out / "model.parq.pt")
-    rebuilt, _, _ = build(cfg, stub, steps)
-    load_quantized(out / "model.parq.pt", rebuilt)
+            "--checkpoint",
+            f"{Path(args.checkpoint).name} was trained in full precision (--prox fp); there is "
+            "nothing to quantize: train with --prox parq, ste or binaryrelax",
+        )
+    path = Path(args.out) / "model.parq.pt"
+    report = save_quantized(model, opt, path)
+    rebuilt, _, _ = build(cfg, stub, 1)
+    load_quantized(path, rebuilt)
+    report["file"] = path.name
     report["roundtrip_max_abs_diff"] = max(
         (a - b).abs().max().item()
         for a, b in zip(model.state_dict().values(), rebuilt.state_dict().values())
     )
     report["compression_vs_fp32"] = report["fp32_bytes"] / report["file_bytes"]
-    _write(
-        out,
-        {
-            "command": "export",
-            "argv": sys.argv,
-            "checkpoint": str(path),
-            "versions": _versions(),
-            "report": report,
-        },
+    results = {
+        "checkpoint": args.checkpoint,
+        "trained": {k: getattr(cfg, k) for k in ("method", "bits", "quantizer", "model")},
+        **report,
+    }
+    text = table(
+        [
+            [
+                path.name,
+                report["file_bytes"],
+                f"{report['bits_per_weight']:.3f}",
+                report["fp32_bytes"],
+                f"{report['roundtrip_max_abs_diff']:.2e}",
+            ]
+        ],
+        ["file", "bytes", "bits/weight", "fp32 bytes", "max |diff|"],
     )
-    print(f"{'file':>28} {'bytes':>9} {'bits/weight':>11} {'fp32 bytes':>10} {'max |diff|':>10}")
-    print(
-        f"{Path(report['file']).name:>28} {report['file_bytes']:9d} "
-        f"{report['bits_per_weight']:11.3f} {report['fp32_bytes']:10d} "
-        f"{report['roundtrip_max_abs_diff']:10.2e}"
-    )
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``parq-optim`` command; returns the exit code."""
-    try:
-        args = _parse(argv)
-        if args.quiet:
-            os.environ.setdefault("TQDM_DISABLE", "1")
-        torch.manual_seed(args.seed)
-        if args.device == "cpu":
-            torch.set_num_threads(1)  # small models: threads only add contention (and noise)
-        return {"demo": cmd_demo, "train": cmd_train, "export": cmd_export}[args.command](args)
-    except UsageError as e:
-        print(f"parq-optim: error: {e}", file=sys.stderr)
-        return 2
-
-
-__all__ = ["main", "make_parser"]
+    return Report(results, table=text, files=[path])

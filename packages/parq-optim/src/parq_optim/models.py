@@ -9,7 +9,7 @@ __all__ = ["MLP", "SmallCNN", "make_model"]
 
 
 class MLP(nn.Sequential):
-    """``d-h-h-C`` ReLU multilayer perceptron (spec §6 benchmark model)."""
+    """``d-h-h-C`` ReLU multilayer perceptron (the model of the package's CPU benchmark)."""
 
     def __init__(self, n_features: int, hidden: int, n_classes: int) -> None:
         super().__init__(

@@ -1,5 +1,6 @@
 """``QuantOptimizer``: PARQ / AProx quantization-aware training as a wrapper around any
-``torch.optim`` optimizer (spec §3.7-§3.10).
+``torch.optim`` optimizer (the AProx iteration of Jin et al., ICML 2025, with the practical
+inverse-slope schedule of the official code).
 
 The base optimizer updates the full-precision latent ``u`` (kept as ``state[p]["latent"]``); after
 each step the model weight becomes ``w = prox(u)`` for the parameters of every group that carries a
@@ -40,7 +41,7 @@ __all__ = [
 
 
 def quant_view(p: Tensor, block_size: int | None, per_channel: bool) -> tuple[Tensor, int | None]:
-    """The 2-D (or 1-D) view of ``p`` that one level set (or one per row) is fitted to (spec §3.8).
+    """The 2-D (or 1-D) view of ``p`` that one level set (or one per row) is fitted to.
 
     Blocks: ``(numel/B, B)`` row-major; per-channel: conv kernels ``(O, I, kh, kw) -> (O, I*kh*kw)``;
     1-D tensors stay per-tensor.  Returns ``(view, dim)`` with ``dim = -1`` for per-row levels.
@@ -250,7 +251,8 @@ class QuantOptimizer(Optimizer):
 
     # ---- the algorithm ----------------------------------------------------------------------
     def step(self, closure: Callable[[], Any] | None = None) -> Any:  # type: ignore[override]
-        """One step of the ordered algorithm of spec §3.7.
+        """One AProx step: ``u_{t+1} = u_t - lr * g(w_t)`` by the base optimizer, then
+        ``w_{t+1} = prox(u_{t+1})``.
 
         A closure is evaluated first, at the current (quantized) weights ``w_t``; its gradient then
         drives the base optimizer's update of the latent ``u``.
@@ -346,7 +348,7 @@ class QuantOptimizer(Optimizer):
     @torch.no_grad()
     def quantized_fraction(self, rtol: float = 1e-6) -> float:
         """Fraction of quantized entries lying on a level of their ``Q`` (within ``rtol*max|Q|``,
-        which absorbs the last-bit variants of greedy LSBQ, spec §3.6)."""
+        which absorbs the last-bit variants of greedy LSBQ's ``q = p - r``)."""
         hit, total = 0, 0
         for i, group, p in self._quantized_params():
             view, dim = quant_view(

@@ -1,4 +1,6 @@
-"""Proximal maps ``w = prox(u)`` applied in place after each base-optimizer step (spec §3.3-§3.5).
+"""Proximal maps ``w = prox(u)`` applied in place after each base-optimizer step: PARQ's
+piecewise-affine map (Jin et al., ICML 2025) and the baselines STE, BinaryRelax and SoftQuant, in
+the practical form of the official code (facebookresearch/parq, torchao.prototype.parq).
 
 Every map has ``apply_(p, q, Q, step_count, dim=None)``: ``p`` holds the latent ``u`` on entry and
 the model weight ``w`` on exit; ``q`` is the quantizer's hard-quantized tensor on a ``Q``-refresh
@@ -31,7 +33,7 @@ def _mirror_sigmoid(x: float) -> float:
 
 
 def normalized_mirror_sigmoid(t: float, t1: float, t2: float, s: float, c: float) -> float:
-    """Inverse-slope schedule ``r_t`` of PARQ (spec §3.4), decreasing from 1 at ``t1`` to 0 at ``t2``.
+    """PARQ's inverse-slope schedule ``r_t`` (the paper's Fig. 10), from 1 at ``t1`` to 0 at ``t2``.
 
     ``f = (t - t1)/(t2 - t1)``, ``sigma_t = 1/(1 + exp(s (f - c)))``,
     ``sigma_1 = 1/(1 + exp(-s/2))``, ``sigma_2 = 1/(1 + exp(s/2))``,
@@ -89,7 +91,7 @@ class ProxHardQuant(ProxMap):
 
 
 class ProxPARQ(ProxMap):
-    """PARQ prox map with annealed inverse slope ``r_t`` (spec §3.3).
+    """PARQ prox map with annealed inverse slope ``r_t`` (slope ``1/r_t`` through interval centres).
 
     Before ``anneal_start``: identity (no clamping).  In ``[anneal_start, anneal_end)``: on the
     interval ``q_{i-1} < u <= q_i`` with centre ``c = (q_{i-1}+q_i)/2``,
@@ -188,7 +190,7 @@ class ProxBinaryRelax(ProxMap):
 
 class ProxSoftQuant(ProxMap):
     """Sigmoid soft quantization with a temperature annealed from ``t_start`` to ``t_end``
-    (facebookresearch/parq baseline, spec §3.5)."""
+    (the facebookresearch/parq baseline)."""
 
     def __init__(
         self,

@@ -1,10 +1,18 @@
-"""One training run of the CPU protocol (spec §6): MLP/CNN, SGD or AdamW with a cosine schedule
-over all steps, and full precision or QAT through :class:`QuantOptimizer`."""
+"""One training run of the package's CPU protocol: MLP/CNN, SGD or AdamW with a cosine schedule
+over all steps, and full precision or QAT through :class:`QuantOptimizer` (the AProx iteration of
+the paper with PARQ, STE or BinaryRelax as the prox map).
+
+Checkpoints (:func:`save_checkpoint` / :func:`load_checkpoint`) hold the config, the data shape,
+the model weights ``w`` and the optimizer state (latent ``u``, level sets ``Q``)."""
 
 from __future__ import annotations
 
+import math
+import os
+import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -14,17 +22,60 @@ from tqdm.auto import tqdm
 
 from .data import Split
 from .models import make_model
-from .optim import QuantOptimizer, make_prox, make_quantizer, quant_param_groups, quant_view
+from .optim import (
+    QUANTIZERS,
+    QuantOptimizer,
+    make_prox,
+    make_quantizer,
+    quant_param_groups,
+    quant_view,
+)
 from .quant import nearest
 
-__all__ = ["METHODS", "TrainConfig", "build", "evaluate", "layer_levels", "train"]
+__all__ = [
+    "MAX_BITS",
+    "METHODS",
+    "ConfigError",
+    "Diverged",
+    "TrainConfig",
+    "build",
+    "evaluate",
+    "layer_levels",
+    "load_checkpoint",
+    "save_checkpoint",
+    "train",
+]
 
 METHODS = ("fp", "parq", "ste", "binaryrelax", "softquant")
+MODELS = ("mlp", "cnn")
+OPTIMIZERS = ("sgd", "adamw")
+MAX_BITS = 8
+"""Largest bit width of a training run (``0`` = ternary); ``|Q| <= 256`` keeps codes in uint8."""
+
+
+class ConfigError(ValueError):
+    """A :class:`TrainConfig` value that cannot be used; ``field`` names the config field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class Diverged(RuntimeError):
+    """Training produced a non-finite loss or weights; ``history`` holds the epochs before."""
+
+    def __init__(self, message: str, epoch: int, step: int, history: list[dict[str, Any]]) -> None:
+        self.epoch = epoch
+        self.step = step
+        self.history = history
+        super().__init__(message)
 
 
 @dataclass
 class TrainConfig:
-    """Hyper-parameters of one run (defaults = the spec's digits protocol)."""
+    """Hyper-parameters of one run (defaults = the digits protocol of the package's benchmark).
+
+    :meth:`validate` checks every field and raises :class:`ConfigError` naming it."""
 
     method: str = "parq"
     bits: int = 1
@@ -47,18 +98,78 @@ class TrainConfig:
     device: str = "cpu"
 
     def validate(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {list(METHODS)}, got {self.method!r}")
-        if self.optimizer not in ("sgd", "adamw"):
-            raise ValueError(f"optimizer must be 'sgd' or 'adamw', got {self.optimizer!r}")
-        if self.bits < 0:
-            raise ValueError(f"bits must be >= 0 (0 = ternary), got {self.bits}")
-        if self.epochs < 1 or self.batch_size < 1 or self.hidden < 1:
-            raise ValueError("epochs, batch_size and hidden must be >= 1")
-        if not 0.0 < self.anneal_end_frac <= 1.0:
-            raise ValueError(f"anneal_end_frac must be in (0, 1], got {self.anneal_end_frac}")
+        """Raise :class:`ConfigError` (a ``ValueError``) for the first field that cannot be used."""
+
+        def need(ok: bool, name: str, expected: str) -> None:
+            if not ok:
+                raise ConfigError(name, f"{name} must be {expected}, got {getattr(self, name)!r}")
+
+        def number(name: str) -> float:
+            value = getattr(self, name)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            return float(value) if ok and math.isfinite(value) else math.nan
+
+        def integer(name: str) -> bool:
+            value = getattr(self, name)
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        need(self.method in METHODS, "method", f"one of {list(METHODS)}")
+        need(self.model in MODELS, "model", f"one of {list(MODELS)}")
+        need(self.optimizer in OPTIMIZERS, "optimizer", f"one of {list(OPTIMIZERS)}")
+        need(self.quantizer in QUANTIZERS, "quantizer", f"one of {sorted(QUANTIZERS)}")
+        need(
+            integer("bits") and 0 <= self.bits <= MAX_BITS,
+            "bits",
+            f"an integer from 0 (ternary) to {MAX_BITS}",
+        )
+        for name in ("hidden", "epochs", "batch_size", "quant_period"):
+            need(integer(name) and getattr(self, name) >= 1, name, "an integer >= 1")
+        need(integer("warmup_steps") and self.warmup_steps >= 0, "warmup_steps", "an integer >= 0")
+        need(integer("seed") and self.seed >= 0, "seed", "an integer >= 0")
+        need(
+            self.block_size is None or (integer("block_size") and self.block_size >= 1),
+            "block_size",
+            "None or an integer >= 1",
+        )
+        need(number("lr") > 0, "lr", "a finite number > 0")
+        need(number("weight_decay") >= 0, "weight_decay", "a finite number >= 0")
+        need(0 <= number("momentum") < 1, "momentum", "a number in [0, 1)")
+        need(number("steepness") > 0, "steepness", "a finite number > 0")
+        need(0 < number("anneal_end_frac") <= 1, "anneal_end_frac", "a number in (0, 1]")
+        need(isinstance(self.per_channel, bool), "per_channel", "True or False")
+        if self.block_size is not None and not self.per_channel:
+            raise ConfigError(
+                "block_size",
+                "block_size needs per_channel=True (--per-channel): without it one level set per "
+                "tensor is used",
+            )
         if self.method != "fp":
-            make_quantizer(self.quantizer).check_bits(self.bits)
+            try:
+                make_quantizer(self.quantizer).check_bits(self.bits)
+            except (ValueError, NotImplementedError) as e:
+                raise ConfigError("bits", f"quantizer {self.quantizer!r}: {e}") from e
+
+    def check_data(self, data: Split) -> None:
+        """Raise :class:`ConfigError` when the model or block size does not fit ``data``."""
+        if self.model == "cnn" and data.image_shape is None:
+            raise ConfigError(
+                "model",
+                f"model 'cnn' needs image data; {data.name or 'the data'} holds flat feature "
+                "vectors (CSV or 2-D arrays): use model 'mlp'",
+            )
+        if self.block_size is not None and self.method != "fp":
+            if self.model == "cnn":
+                raise ConfigError(
+                    "block_size", "block_size needs model 'mlp' (conv kernels are 4-D)"
+                )
+            dims = {"n_features": data.n_features, "hidden": self.hidden}
+            bad = {k: v for k, v in dims.items() if v % self.block_size}
+            if bad:
+                raise ConfigError(
+                    "block_size",
+                    f"block_size {self.block_size} must divide the input width of every layer "
+                    f"({', '.join(f'{k} = {v}' for k, v in bad.items())})",
+                )
 
 
 def build(
@@ -107,7 +218,8 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 @torch.no_grad()
 def layer_levels(opt: QuantOptimizer, model: nn.Module) -> dict[str, dict[str, int]]:
     """Per quantized weight: ``|Q|``, distinct values, and distinct values after snapping to the
-    nearest level (greedy LSBQ can leave last-bit variants on ``Q``-refresh steps, spec §3.6)."""
+    nearest level (greedy LSBQ, ``q = p - r``, can leave last-bit variants of a level on
+    ``Q``-refresh steps)."""
     out = {}
     for name, entry in opt.export_quantized(model).items():
         p = dict(model.named_parameters())[name]
@@ -124,15 +236,19 @@ def layer_levels(opt: QuantOptimizer, model: nn.Module) -> dict[str, dict[str, i
 
 
 def train(cfg: TrainConfig, data: Split, quiet: bool = True) -> dict[str, Any]:
-    """Train one model and return metrics (test/train accuracy, levels per layer, time, ...)."""
+    """Train one model and return metrics (test/train accuracy, levels per layer, time, ...).
+
+    Raises :class:`ConfigError` for a config that does not fit ``data`` and :class:`Diverged` as
+    soon as the loss is not finite (then nothing of the run should be kept)."""
     cfg.validate()
+    cfg.check_data(data)
     x_tr, y_tr = data.x_train.to(cfg.device), data.y_train.to(cfg.device)
     n = len(y_tr)
     steps_per_epoch = (n + cfg.batch_size - 1) // cfg.batch_size
     model, opt, sched = build(cfg, data, steps_per_epoch)
     g = torch.Generator().manual_seed(cfg.seed)
     t0 = time.perf_counter()
-    history = []
+    history: list[dict[str, Any]] = []
     for epoch in tqdm(range(cfg.epochs), disable=quiet, desc=f"{cfg.method} b={cfg.bits}"):
         perm = torch.randperm(n, generator=g).to(cfg.device)
         total = 0.0
@@ -140,10 +256,19 @@ def train(cfg: TrainConfig, data: Split, quiet: bool = True) -> dict[str, Any]:
             idx = perm[k * cfg.batch_size : (k + 1) * cfg.batch_size]
             opt.zero_grad()
             loss = F.cross_entropy(model(x_tr[idx]), y_tr[idx])
+            value = loss.item()
+            if not math.isfinite(value):
+                raise Diverged(
+                    f"training diverged: loss {value} at epoch {epoch + 1}, step {k + 1} "
+                    f"(lr {cfg.lr:g}, optimizer {cfg.optimizer})",
+                    epoch + 1,
+                    k + 1,
+                    history,
+                )
             loss.backward()
             opt.step()
             sched.step()
-            total += loss.item()
+            total += value
         history.append(
             {
                 "epoch": epoch + 1,
@@ -158,9 +283,126 @@ def train(cfg: TrainConfig, data: Split, quiet: bool = True) -> dict[str, Any]:
         if metrics["quantized_fraction_end"] < 1.0:
             opt.hard_quantize_()  # training stopped before anneal_end
         metrics["layers"] = layer_levels(opt, model)
+    bad = [name for name, t in model.state_dict().items() if not torch.isfinite(t).all()]
+    if bad:
+        raise Diverged(
+            f"training diverged: non-finite weights in {', '.join(bad)} after {cfg.epochs} epochs",
+            cfg.epochs,
+            steps_per_epoch,
+            history,
+        )
     metrics["test_acc"] = evaluate(model, data.x_test.to(cfg.device), data.y_test.to(cfg.device))
     metrics["train_acc"] = evaluate(model, x_tr, y_tr)
     metrics["history"] = history
     metrics["model"] = model
     metrics["optimizer"] = opt
     return metrics
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+CHECKPOINT_FORMAT = "parq-optim-checkpoint/1"
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    cfg: TrainConfig,
+    data: Split,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+) -> Path:
+    """Write a training checkpoint atomically (a temporary file, then a rename).
+
+    Refuses (``ValueError``) to write non-finite weights or optimizer state, so a diverged run
+    never replaces a good checkpoint."""
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+    for where, tensor in _tensors(state):
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(f"refusing to write a checkpoint: {where} holds NaN or inf")
+    blob = {
+        "format": CHECKPOINT_FORMAT,
+        "config": asdict(cfg),
+        "data": {
+            "name": data.name,
+            "n_features": data.n_features,
+            "n_classes": data.n_classes,
+            "image_shape": data.image_shape,
+            "n_train": len(data.y_train),
+        },
+        **state,
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(blob, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _tensors(obj: Any, where: str = "") -> list[tuple[str, torch.Tensor]]:
+    if isinstance(obj, torch.Tensor):
+        return [(where, obj)]
+    if isinstance(obj, dict):
+        return [t for k, v in obj.items() for t in _tensors(v, f"{where}.{k}" if where else str(k))]
+    if isinstance(obj, (list, tuple)):
+        return [t for i, v in enumerate(obj) for t in _tensors(v, f"{where}[{i}]")]
+    return []
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+) -> tuple[TrainConfig, Split, nn.Module, torch.optim.Optimizer]:
+    """Read a checkpoint written by :func:`save_checkpoint` (or by ``parq-optim train``).
+
+    Returns the config, a data stub with the recorded shapes (no samples), and the model and
+    optimizer rebuilt on CPU with the saved state. Raises ``ValueError`` naming the file for
+    anything that is not such a checkpoint, lacks a field, or holds NaN/inf."""
+    path = Path(path)
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or not {"config", "data", "model", "optimizer"} <= set(blob):
+        raise ValueError(
+            f"{path} is not a parq-optim train checkpoint (expected a dict with config, data, "
+            "model and optimizer)"
+        )
+    names = {f.name for f in fields(TrainConfig)}
+    saved = blob["config"]
+    missing = sorted(names - set(saved)) if isinstance(saved, dict) else sorted(names)
+    if missing:
+        raise ValueError(f"{path}: the checkpoint's config lacks {', '.join(missing)}")
+    cfg = TrainConfig(**{k: saved[k] for k in names})
+    cfg.device = "cpu"
+    try:
+        cfg.validate()
+    except ConfigError as e:
+        raise ValueError(f"{path}: the checkpoint's config is invalid: {e}") from e
+    for where, tensor in _tensors({"model": blob["model"], "optimizer": blob["optimizer"]}):
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(f"{path}: {where} holds NaN or inf")
+    meta = blob["data"]
+    try:
+        shape = tuple(meta["image_shape"]) if meta["image_shape"] else None
+        n_features, n_classes, n_train = (
+            int(meta["n_features"]),
+            int(meta["n_classes"]),
+            int(meta["n_train"]),
+        )
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{path}: the checkpoint's data record is incomplete ({e})") from e
+    stub = Split(
+        torch.zeros(0, n_features),
+        torch.zeros(0, dtype=torch.long),
+        torch.zeros(0, n_features),
+        torch.zeros(0, dtype=torch.long),
+        n_classes,
+        name=str(meta.get("name", "")),
+        image_shape=shape,
+    )
+    steps = (n_train + cfg.batch_size - 1) // cfg.batch_size
+    model, opt, _ = build(cfg, stub, max(1, steps))
+    model.load_state_dict(blob["model"])  # RuntimeError on a shape mismatch
+    opt.load_state_dict(blob["optimizer"])
+    return cfg, stub, model, opt
