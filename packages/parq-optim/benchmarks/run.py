@@ -1,7 +1,8 @@
 """Benchmarks of parq-optim (writes benchmarks/results/*.json, then renders the README table).
 
 (a) accuracy: digits (MLP 64-16-16-10) and an MNIST subsample (MLP 784-64-64-10), 3 seeds,
-    bits {1, ternary, 2, 4}, full precision vs STE vs BinaryRelax vs PARQ (LSBQ levels).
+    bits {1, ternary, 2, 4}, full precision vs post-training quantization of the full-precision
+    model (PTQ, the trivial baseline) vs STE vs BinaryRelax vs PARQ (greedy LSBQ levels).
 (b) optimizer step time: bare base optimizer, parq_optim.QuantOptimizer and torchao's
     QuantOptimizer, interleaved in one process; median over blocks of ``quant_period`` steps.
 
@@ -11,6 +12,8 @@ Usage: python benchmarks/run.py [--quick] [--only accuracy|timing]
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import json
 import os
 import platform
@@ -23,8 +26,8 @@ from pathlib import Path
 
 import parq_optim
 import torch
-from parq_optim.data import load_digits, load_folder, make_synthetic
-from parq_optim.train import TrainConfig, train
+from parq_optim.data import STD_FLOOR, load_digits, load_folder, make_synthetic
+from parq_optim.train import TrainConfig, evaluate, train
 from torch import nn
 
 HERE = Path(__file__).resolve().parent
@@ -47,11 +50,28 @@ def machine() -> dict:
 
 
 def summarize(values: list[float]) -> dict:
+    """Mean, sample std (ddof=1; None for one seed), median and the number of seeds."""
     return {
         "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "std": statistics.stdev(values) if len(values) > 1 else None,
         "median": statistics.median(values),
+        "n": len(values),
     }
+
+
+def fmt(row: dict) -> str:
+    return f"{row['mean']:6.2f}" + ("" if row["std"] is None else f" ± {row['std']:.2f}")
+
+
+@torch.no_grad()
+def ptq_accuracy(model: nn.Module, bits: int, data) -> float:
+    """Post-training quantization: every quantized weight of the full-precision model replaced by
+    its greedy LSBQ hard quantization (per tensor), no training."""
+    model = copy.deepcopy(model)
+    for p in parq_optim.quant_param_groups(model, bits)[0]["params"]:
+        q, _ = parq_optim.LSBQuantizer().quantize(p, bits)
+        p.copy_(q)
+    return evaluate(model, data.x_test, data.y_test)
 
 
 def accuracy(quick: bool) -> dict:
@@ -59,21 +79,24 @@ def accuracy(quick: bool) -> dict:
     digits_cfg = {"model": "mlp", "hidden": 16, "epochs": 20 if quick else 60, "batch_size": 64}
     try:
         load_digits(0)
-        setups = [("digits", lambda s: load_digits(seed=s), digits_cfg)]
+        setups = [("digits", functools.cache(lambda s: load_digits(seed=s)), digits_cfg)]
     except ImportError:  # no scikit-learn: the embedded synthetic preset instead
-        setups = [("synthetic", lambda s: make_synthetic(seed=s), digits_cfg)]
+        setups = [("synthetic", functools.cache(lambda s: make_synthetic(seed=s)), digits_cfg)]
     if MNIST.is_dir():
         n_tr, n_te = (3000, 2000) if quick else (10000, 10000)
         mnist_cfg = {"model": "mlp", "hidden": 64, "epochs": 3 if quick else 8, "batch_size": 128}
         setups.append(
             (
                 f"mnist-{n_tr // 1000}k",
-                lambda s, a=n_tr, b=n_te: load_folder(MNIST, max_train=a, max_test=b, seed=s),
+                functools.cache(
+                    lambda s, a=n_tr, b=n_te: load_folder(MNIST, max_train=a, max_test=b, seed=s)
+                ),
                 mnist_cfg,
             )
         )
     rows = []
     for name, loader, cfg in setups:
+        ptq: dict[int, list[float]] = {b: [] for b in BITS}
         for bits in BITS:
             for method in METHODS:
                 if method == "fp" and bits != BITS[0]:
@@ -87,10 +110,13 @@ def accuracy(quick: bool) -> dict:
                     times.append(r["wall_time_s"])
                     for v in r.get("layers", {}).values():
                         levels_ok &= v["distinct_snapped"] == v["levels"]
+                    if method == "fp":
+                        for b in BITS:
+                            ptq[b].append(ptq_accuracy(r["model"], b, data))
                 rows.append(
                     {
                         "dataset": name,
-                        "bits": "fp" if method == "fp" else ("ternary" if bits == 0 else bits),
+                        "bits": "fp" if method == "fp" else label(bits),
                         "method": method,
                         "test_acc": per_seed,
                         **summarize(per_seed),
@@ -100,11 +126,32 @@ def accuracy(quick: bool) -> dict:
                     }
                 )
                 print(
-                    f"{name:>10} {rows[-1]['bits']!s:>7} {method:>12} "
-                    f"{rows[-1]['mean']:6.2f} ± {rows[-1]['std']:.2f}",
-                    flush=True,
+                    f"{name:>10} {rows[-1]['bits']!s:>7} {method:>12} {fmt(rows[-1])}", flush=True
                 )
-    return {"seeds": seeds, "rows": rows}
+                if method == "fp":
+                    for b in BITS:
+                        rows.append(
+                            {
+                                "dataset": name,
+                                "bits": label(b),
+                                "method": "ptq",
+                                "test_acc": ptq[b],
+                                **summarize(ptq[b]),
+                                "levels_equal_Q": None,
+                                "config": {"quantizer": "lsbq", "of": "the fp runs above"},
+                            }
+                        )
+    return {
+        "seeds": seeds,
+        "spread": "sample standard deviation (ddof=1) over the seeds; null for one seed",
+        "standardization": "per feature, train mean and std floored at "
+        f"{STD_FLOOR} x the RMS of the feature stds (parq_optim.data.standardize)",
+        "rows": rows,
+    }
+
+
+def label(bits: int) -> str | int:
+    return "ternary" if bits == 0 else bits
 
 
 def _make_opts(kind: str, base_name: str, per_channel: bool, ao):
