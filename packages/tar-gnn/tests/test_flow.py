@@ -113,7 +113,7 @@ def test_mass_and_positivity_for_any_step_within_the_bound(g, frac, beta, scheme
         warnings.simplefilter("error")  # a negative entry would warn
         new, tau_eff, clipped = gw_step(q, loss, ei, beta, tau, cfl=None)
     assert tau_eff == tau
-    assert clipped == 0.0
+    assert clipped < 1e-15
     assert abs(new.sum().item() - 1.0) < 1e-10
     assert bool((new >= 0).all())
     if frac < 1:
@@ -135,7 +135,7 @@ def test_flow_invariants(g, beta, steps, tau, scheme, exceed):
     assert abs(res.q.sum().item() - 1.0) < 1e-10
     assert bool((res.q >= 0).all())
     if scheme == "upwind":
-        assert res.clipped_mass == 0.0  # positivity holds without the clip
+        assert res.clipped_mass < 1e-12  # positivity holds without the clip (up to rounding)
         if beta > 0:
             assert bool((res.q > 0).all())
     comp = connected_components(ei, q.numel())
