@@ -1,9 +1,18 @@
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-# No example database in the tree (a stored failing example would replay in every later run)
-# and no deadlines: torch's first calls are slow.
+# No example database (a stored failing example would replay in every later run) and no
+# deadlines (torch's first calls are slow). Hypothesis still caches constants in its storage
+# folder (./.hypothesis by default, read lazily): keep that out of the tree too, unless the
+# caller chose a folder (nox sets HYPOTHESIS_STORAGE_DIRECTORY).
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "parq-optim-hypothesis")
+)
 settings.register_profile(
     "parq-optim",
     database=None,

@@ -1,4 +1,5 @@
 import itertools
+from pathlib import Path
 
 import pytest
 import torch
@@ -202,3 +203,8 @@ def test_optimal_lsbq_sends_exact_zeros_to_plus_L(dim):
     # greedy 1- and 2-bit LSBQ agree on the sign of an exact zero
     qg, _ = LSBQuantizer().quantize(p, 2, dim=dim)
     assert torch.all(qg[p == 0] > 0)
+
+
+def test_hypothesis_profile_keeps_no_database_in_the_tree():
+    assert settings.default.database is None and settings.default.deadline is None
+    assert not (Path(__file__).resolve().parents[1] / ".hypothesis" / "examples").exists()
