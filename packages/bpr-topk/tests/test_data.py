@@ -3,7 +3,13 @@ import warnings
 
 import pytest
 import torch
-from bpr_topk import load_topk_folder, make_panel, make_synthetic7, write_topk_folder
+from bpr_topk import (
+    load_topk_folder,
+    make_hotspots,
+    make_panel,
+    make_synthetic7,
+    write_topk_folder,
+)
 
 
 def _load(path, **kw):
@@ -81,7 +87,72 @@ def test_duplicate_key(folder):
 
 def test_nan_feature(folder):
     _edit(folder / "train_x.csv", lambda ls: [ls[0], ls[1].rsplit(",", 1)[0] + ",", *ls[2:]])
-    with pytest.raises(ValueError, match="missing/NaN"):
+    with pytest.raises(ValueError, match=r"train_x\.csv: row 2, column '.+' holds an empty cell"):
+        load_topk_folder(folder)
+
+
+@pytest.mark.parametrize("cell", ["nan", "inf", "-inf", "NaN"])
+def test_non_finite_cells_name_file_row_and_column(folder, cell):
+    _edit(
+        folder / "valid_x.csv", lambda ls: [*ls[:3], ls[3].rsplit(",", 1)[0] + f",{cell}", *ls[4:]]
+    )
+    with pytest.raises(ValueError, match=r"valid_x\.csv: row 4, column 'prev_deaths_01back' holds"):
+        load_topk_folder(folder)
+    write_topk_folder(make_panel(16, seed=0), folder)  # a clean folder again; now the target
+    _edit(folder / "test_y.csv", lambda ls: [ls[0], ls[1].rsplit(",", 1)[0] + f",{cell}", *ls[2:]])
+    with pytest.raises(ValueError, match=r"test_y\.csv: row 2, column 'deaths'.*must be finite"):
+        load_topk_folder(folder)
+
+
+def test_non_numeric_cell_names_row_and_column(folder):
+    _edit(
+        folder / "train_x.csv", lambda ls: [ls[0], ls[1], ls[2].rsplit(",", 1)[0] + ",abc", *ls[3:]]
+    )
+    with pytest.raises(
+        ValueError, match=r"train_x\.csv: row 3, column '.+': 'abc' is not a number"
+    ):
+        load_topk_folder(folder)
+
+
+def test_nan_time_index(folder):
+    _edit(
+        folder / "train_y.csv",
+        lambda ls: [ls[0], ",".join([ls[1].split(",")[0], "nan", "1"]), *ls[2:]],
+    )
+    with pytest.raises(ValueError, match=r"train_y\.csv: row 2, column 'timestep'.*time indices"):
+        load_topk_folder(folder)
+
+
+def test_empty_and_header_only_files(folder):
+    (folder / "valid_y.csv").write_text("")
+    with pytest.raises(ValueError, match=r"valid_y\.csv is empty; expected a header"):
+        load_topk_folder(folder)
+    (folder / "valid_y.csv").write_text("geoid,timestep,deaths\n")
+    with pytest.raises(ValueError, match=r"valid_y\.csv has a header but no data rows"):
+        load_topk_folder(folder)
+
+
+def test_mismatched_shapes_between_files(folder):
+    _edit(folder / "valid_x.csv", lambda ls: ls[:-1])  # one row fewer than valid_y.csv
+    with pytest.raises(
+        ValueError, match=r"valid_x\.csv \(15 rows\) and .*valid_y\.csv \(16 rows\)"
+    ):
+        load_topk_folder(folder)
+
+
+def test_differing_target_names(folder):
+    _edit(folder / "test_y.csv", lambda ls: ["geoid,timestep,counts", *ls[1:]])
+    with pytest.raises(ValueError, match=r"target column 'counts' differs from train_y\.csv's"):
+        load_topk_folder(folder)
+
+
+def test_fractional_counts_are_rejected_with_row_and_column(folder):
+    _edit(folder / "train_y.csv", lambda ls: [ls[0], ls[1], ls[2] + ".5", *ls[3:]])
+    with pytest.raises(
+        ValueError,
+        match=r"train_y\.csv: row 3, column 'deaths': \d+\.5 is not a whole number.*"
+        "counts must be non-negative integers",
+    ):
         load_topk_folder(folder)
 
 
@@ -107,7 +178,7 @@ def test_missing_feature_column(folder):
         load_topk_folder(folder)
 
 
-def test_float_targets_cast_to_int_and_nonintegral_warn(folder, tmp_path):
+def test_float_targets_cast_to_int_and_allow_fractional_warns(folder, tmp_path):
     for s in ("train", "valid", "test"):
         _edit(folder / f"{s}_y.csv", lambda ls: [ls[0], *[ln + ".0" for ln in ls[1:]]])
     assert _load(folder).train.y.dtype == torch.int64
@@ -115,5 +186,18 @@ def test_float_targets_cast_to_int_and_nonintegral_warn(folder, tmp_path):
     shutil.copytree(folder, other)
     _edit(other / "train_y.csv", lambda ls: [ls[0], ls[1] + "5", *ls[2:]])  # e.g. 3.05
     with pytest.warns(UserWarning, match="not integral"):
-        d = load_topk_folder(other)
+        d = load_topk_folder(other, allow_fractional=True)
     assert d.train.y.dtype == torch.float32
+
+
+def test_hotspots_round_trip_and_history_is_uninformative(tmp_path):
+    h = make_hotspots(40, seed=2)
+    assert h.feature_names == ["activity", "alert"] and h.train.X.shape == (4, 40, 2)
+    assert h.train.time[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0]
+    write_topk_folder(h, tmp_path)
+    d = _load(tmp_path, standardize=False)
+    for s in ("train", "valid", "test"):
+        assert torch.equal(d.split(s).y, h.split(s).y)
+        assert torch.allclose(d.split(s).X, h.split(s).X)
+    with pytest.raises(ValueError, match="sites must be >= 2"):
+        make_hotspots(1)

@@ -1,4 +1,8 @@
-"""Data: the 6-CSV folder loader/writer and the embedded generators (spec §5).
+"""Data: the 6-CSV folder loader/writer and the embedded generators.
+
+Generators: ``synthetic7`` (paper Sec. 5.1 / Fig. 2), ``toy9`` (App. B.2), and two panels of ours,
+``panel`` (Cook-like, for the loader and scale) and ``hotspots`` (the CLI demo's default: covariates
+carry the signal, site history does not).
 
 Folder layout: ``{train,valid,test}_{x,y}.csv``. In every file the first two columns are the site
 id and the time index (normally ``geoid``, ``timestep``); y has one further column (the target),
@@ -45,7 +49,7 @@ class Split:
 
 @dataclass
 class TopKData:
-    """A whole dataset: three splits plus metadata (spec §5.3, item 5)."""
+    """A whole dataset: three splits (train / valid / test) plus sites, features and metadata."""
 
     train: Split
     valid: Split
@@ -99,32 +103,68 @@ def _site_sort_key(site: str) -> tuple[int, float | str]:
         return (1, site)
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+def _read_csv(path: Path) -> tuple[list[str], list[list[str]], list[int]]:
+    """Header (pandas-style ``.N`` suffixes for repeats), data rows and their line numbers."""
     with path.open(newline="") as fh:
         rows = list(csv.reader(fh))
-    if not rows:
-        raise ValueError(f"{path} is empty; expected a header and rows")
+    if not rows or not any(cell.strip() for cell in rows[0]):
+        raise ValueError(f"{path} is empty; expected a header line and one row per (site, time)")
     header = [h.strip() for h in rows[0]]
     seen: dict[str, int] = {}
     names = []
     for h in header:  # pandas-style suffixes for repeated names: timestep, timestep.1, ...
         names.append(h if h not in seen else f"{h}.{seen[h]}")
         seen[h] = seen.get(h, 0) + 1
-    body = [r for r in rows[1:] if r]
-    for i, r in enumerate(body):
-        if len(r) != len(names):
-            raise ValueError(f"{path}: row {i + 2} has {len(r)} fields, header has {len(names)}")
     if len(names) < 2:
         raise ValueError(f"{path}: needs at least the site id and time columns; got {names}")
-    return names, body
+    body, lines = [], []
+    for number, r in enumerate(rows[1:], start=2):
+        if not r:
+            continue
+        if len(r) != len(names):
+            raise ValueError(f"{path}: row {number} has {len(r)} fields, header has {len(names)}")
+        body.append(r)
+        lines.append(number)
+    if not body:
+        raise ValueError(f"{path} has a header but no data rows; expected one row per (site, time)")
+    return names, body, lines
 
 
-def _to_float(path: Path, column: str, values: list[str]) -> np.ndarray:
-    try:
-        arr = np.array([float(v) if v.strip() != "" else math.nan for v in values])
-    except ValueError as exc:
-        raise ValueError(f"{path}: column {column!r} is not numeric ({exc})") from None
-    return arr
+def _to_float(path: Path, column: str, values: list[str], lines: list[int]) -> np.ndarray:
+    """A numeric column (an empty cell is NaN); a non-number names its row and column."""
+    out = np.empty(len(values))
+    for i, v in enumerate(values):
+        text = v.strip()
+        try:
+            out[i] = float(text) if text != "" else math.nan
+        except ValueError:
+            raise ValueError(
+                f"{path}: row {lines[i]}, column {column!r}: {v!r} is not a number"
+            ) from None
+    return out
+
+
+def _check_finite(path: Path, column: str, values: np.ndarray, lines: list[int], what: str) -> None:
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad):
+        i = int(bad[0])
+        shown = "an empty cell" if math.isnan(values[i]) else f"{values[i]:g}"
+        raise ValueError(
+            f"{path}: row {lines[i]}, column {column!r} holds {shown} ({len(bad)} such cell(s)); "
+            f"{what} must be finite numbers"
+        )
+
+
+def _keys(
+    path: Path, body: list[list[str]], names: list[str], lines: list[int]
+) -> list[tuple[str, float]]:
+    sites = [_parse_key(r[0]) for r in body]
+    for i, site in enumerate(sites):
+        if site == "":
+            raise ValueError(f"{path}: row {lines[i]}, column {names[0]!r}: empty site id")
+    times = _to_float(path, names[1], [r[1] for r in body], lines)
+    _check_finite(path, names[1], times, lines, "time indices")
+    return list(zip(sites, times.tolist()))
 
 
 def _grid(
@@ -162,6 +202,7 @@ def load_topk_folder(
     drop_duplicate_columns: bool = True,
     include_time_feature: bool = False,
     time_offset: float | None = None,
+    allow_fractional: bool = False,
 ) -> TopKData:
     """Load and validate a folder in the 6-CSV layout ``{train,valid,test}_{x,y}.csv``.
 
@@ -173,11 +214,15 @@ def load_topk_folder(
             and identical values, e.g. Cook's second ``timestep``).
         include_time_feature: add the raw time index as a feature (the official model did).
         time_offset: subtracted from the raw time index; default the first training timestep.
+        allow_fractional: keep a target with non-integral values as float counts (with a
+            warning) instead of raising; only the truncated-normal model can use them.
 
     Raises:
         FileNotFoundError: a file of the layout is missing.
-        ValueError: misaligned or duplicate keys, differing site sets, missing columns,
-            non-numeric/NaN features, negative or non-finite targets.
+        ValueError: an empty file or one without data rows, misaligned or duplicate keys,
+            differing site sets or columns between the six files, missing columns, non-numeric
+            or non-finite (NaN/inf/empty) cells, negative or (unless ``allow_fractional``)
+            fractional counts. The message names the file, the row and the column.
     """
     root = Path(path)
     if not root.is_dir():
@@ -196,8 +241,8 @@ def load_topk_folder(
     site_set: list[str] | None = None
     for s in SPLITS:
         px, py = root / f"{s}_x.csv", root / f"{s}_y.csv"
-        xn, xb = _read_csv(px)
-        yn, yb = _read_csv(py)
+        xn, xb, xl = _read_csv(px)
+        yn, yb, yl = _read_csv(py)
         key_names = (xn[0], xn[1])
         targets = yn[2:]
         if not targets:
@@ -207,6 +252,10 @@ def load_topk_folder(
         tname = target if target is not None else targets[0]
         if tname not in targets:
             raise ValueError(f"{py}: target column {tname!r} not found; columns are {targets}")
+        if target_name is not None and tname != target_name:
+            raise ValueError(
+                f"{py}: target column {tname!r} differs from train_y.csv's {target_name!r}"
+            )
         feats = xn[2:]
         if feature_names is None:
             feature_names, target_name = feats, tname
@@ -216,37 +265,51 @@ def load_topk_folder(
             raise ValueError(
                 f"{px}: feature columns differ from train_x.csv (missing {missing}, extra {extra})"
             )
-        xkeys = [(_parse_key(r[0]), float(r[1])) for r in xb]
-        ykeys = [(_parse_key(r[0]), float(r[1])) for r in yb]
+        xkeys = _keys(px, xb, xn, xl)
+        ykeys = _keys(py, yb, yn, yl)
         if set(xkeys) != set(ykeys):
             diff = sorted(set(xkeys) ^ set(ykeys))[0]
             raise ValueError(
-                f"{px} and {py} have different (site, time) keys, e.g. site={diff[0]} "
-                f"time={diff[1]:g} is in only one of them"
+                f"{px} ({len(xkeys)} rows) and {py} ({len(ykeys)} rows) have different "
+                f"(site, time) keys, e.g. site={diff[0]} time={diff[1]:g} is in only one of them"
             )
         sites = sorted({k[0] for k in xkeys}, key=_site_sort_key)
         if site_set is None:
             site_set = sites
         elif sites != site_set:
             only = sorted(set(sites) ^ set(site_set), key=_site_sort_key)[:3]
-            raise ValueError(f"{px}: site set differs from the train split's (e.g. sites {only})")
+            raise ValueError(
+                f"{px}: site set differs from the train split's ({len(sites)} vs "
+                f"{len(site_set)} sites; e.g. sites {only})"
+            )
         xi, times = _grid(px, xkeys, sites, "x")
         yi, _ = _grid(py, ykeys, sites, "y")
-        cols = {
-            name: _to_float(px, name, [r[j] for r in xb])[xi] for j, name in enumerate(xn) if j >= 1
-        }
-        for name in feats:
-            if np.isnan(cols[name]).any():
-                raise ValueError(f"{px}: feature column {name!r} has missing/NaN values")
-        yv = _to_float(py, tname, [r[yn.index(tname)] for r in yb])[yi]
-        if not np.isfinite(yv).all():
-            raise ValueError(f"{py}: target {tname!r} has missing or non-finite values")
-        if (yv < 0).any():
-            ti, si = np.argwhere(yv < 0)[0]
+        cols = {}
+        for j, name in enumerate(xn):
+            if j == 0:
+                continue
+            values = _to_float(px, name, [r[j] for r in xb], xl)
+            if j >= 2:
+                _check_finite(px, name, values, xl, "features")
+            cols[name] = values[xi]
+        yraw = _to_float(py, tname, [r[yn.index(tname)] for r in yb], yl)
+        _check_finite(py, tname, yraw, yl, "counts")
+        negative = np.flatnonzero(yraw < 0)
+        if len(negative):
+            i = int(negative[0])
             raise ValueError(
-                f"{py}: negative count {yv[ti, si]:g} in target {tname!r} at site={sites[si]} "
-                f"time={times[ti]:g}; counts must be >= 0"
+                f"{py}: row {yl[i]}, column {tname!r}: negative count {yraw[i]:g}; "
+                "counts must be non-negative integers"
             )
+        fractional = np.flatnonzero(np.mod(yraw, 1) != 0)
+        if len(fractional) and not allow_fractional:
+            i = int(fractional[0])
+            raise ValueError(
+                f"{py}: row {yl[i]}, column {tname!r}: {yraw[i]:g} is not a whole number "
+                f"({len(fractional)} such cell(s)); counts must be non-negative integers "
+                "(allow_fractional=True keeps float targets)"
+            )
+        yv = yraw[yi]
         raw[s] = {"cols": cols, "y": yv, "times": times, "time_col": cols[xn[1]]}
     assert feature_names is not None and target_name is not None and site_set is not None
     kept = list(feature_names)
@@ -418,7 +481,7 @@ def _rank01(v: np.ndarray) -> np.ndarray:
 
 
 def make_panel(sites: int = 400, seed: int = 0) -> TopKData:
-    """Cook-like synthetic panel (spec §5.4 ``panel``): NegBin counts on a square grid, smooth
+    """Cook-like synthetic panel (ours, not from the paper): NegBin counts on a square grid, smooth
     SVI-like covariates, lag features, 5 % bursty sites; train t = 2..6, valid 7, test 8..9.
 
     Features follow the Cook column names (incl. a repeated ``timestep`` column, written as
@@ -476,4 +539,57 @@ def make_panel(sites: int = 400, seed: int = 0) -> TopKData:
         feature_std=torch.ones(len(names)),
         time_offset=2.0,
         name=f"panel{sites}",
+    )
+
+
+HOTSPOT_FEATURES = ("activity", "alert")
+
+
+def make_hotspots(
+    sites: int = 500,
+    seed: int = 0,
+    steps: tuple[int, int, int] = (4, 1, 2),
+    threshold: float = 1.8,
+    burst: float = 25.0,
+) -> TopKData:
+    """Synthetic panel where covariates carry the signal and a linear model is misspecified (ours).
+
+    Every site-time draws two covariates afresh, ``activity`` and ``alert`` ~ N(0, 1), and
+    ``y ~ Poisson(exp(0.5 + 0.6·activity) + burst·1[alert > threshold])``: ordinary counts follow
+    activity log-linearly, and about 3.6 % of site-times (alert > 1.8) are hotspots with some 25
+    extra events, which make up most of every step's top K. Sites have no lasting identity, so
+    historical averages are at chance level. The NegBin forecaster (Eq. 15) is linear in the
+    covariates and cannot represent the threshold: maximum likelihood fits the bulk of ordinary
+    counts and weights ``activity``, while the top-K decision needs ``alert`` — the misspecified
+    setting in which the paper's decision-aware training (Eq. 12–13) pays off.
+
+    ``steps`` are the train / valid / test lengths (Cook-like: few steps, many sites); the time
+    index starts at 0. Suggested K = S/20.
+    """
+    if sites < 2:
+        raise ValueError(f"sites must be >= 2; got {sites}")
+    if len(steps) != 3 or min(steps) < 1:
+        raise ValueError(f"steps must be three lengths >= 1 (train, valid, test); got {steps}")
+    rng = np.random.default_rng(seed)
+    total = sum(steps)
+    activity = rng.standard_normal((total, sites))
+    alert = rng.standard_normal((total, sites))
+    mean = np.exp(0.5 + 0.6 * activity) + burst * (alert > threshold)
+    y = rng.poisson(mean).astype(np.int64)
+    X = np.stack([activity, alert], -1)
+    splits = {}
+    t0 = 0
+    for name, n in zip(SPLITS, steps):
+        splits[name] = _panel_split(y[t0 : t0 + n], X[t0 : t0 + n], t0)
+        t0 += n
+    return TopKData(
+        splits["train"],
+        splits["valid"],
+        splits["test"],
+        site_ids=[str(i) for i in range(sites)],
+        feature_names=list(HOTSPOT_FEATURES),
+        target_name="counts",
+        feature_mean=torch.zeros(len(HOTSPOT_FEATURES)),
+        feature_std=torch.ones(len(HOTSPOT_FEATURES)),
+        name=f"hotspots{sites}",
     )
