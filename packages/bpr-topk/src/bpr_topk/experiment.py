@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ._contract import mean_std, table
 from .data import SPLITS, TopKData
 from .losses import DAMLLoss
 from .models import ForecastModel, NegBinMixedEffects, TruncNormMixture
@@ -21,7 +22,11 @@ from .train import FitResult, baseline_scores, evaluate_model, evaluate_scores, 
 
 @dataclass
 class TrainConfig:
-    """Hyperparameters of one training run (defaults = package defaults, spec §3.9)."""
+    """Hyperparameters of one training run.
+
+    λ = 30, M = J = 100 and the validation every 10 epochs follow the paper's experiments
+    (Sec. 5, App. C); the learning rate, epochs and σ = 0.01 are this package's defaults.
+    """
 
     epochs: int = 1000
     lr: float = 1e-2
@@ -220,15 +225,18 @@ def compare(
 def summarise(
     rows: list[dict[str, Any]], keys: tuple[str, ...] = ("bpr", "nll", "mae", "rmse")
 ) -> list[dict[str, Any]]:
-    """Mean and std over seeds per method, in first-seen order."""
+    """Mean and sample standard deviation (ddof=1) over seeds per method, in first-seen order.
+
+    ``n`` is the number of rows (seeds) of the method; ``<key>_std`` is None when ``n < 2``.
+    """
     out = []
     for method in dict.fromkeys(r["method"] for r in rows):
         group = [r for r in rows if r["method"] == method]
         entry: dict[str, Any] = {"method": method, "n": len(group)}
         for key in keys:
-            vals = torch.tensor([float(r.get(key, math.nan)) for r in group], dtype=torch.float64)
-            entry[key] = float(vals.mean())
-            entry[f"{key}_std"] = float(vals.std()) if len(group) > 1 else 0.0
+            mean, std = mean_std([float(r.get(key, math.nan)) for r in group])
+            entry[key] = mean
+            entry[f"{key}_std"] = std
         out.append(entry)
     return out
 
@@ -236,16 +244,22 @@ def summarise(
 def format_table(
     summary: list[dict[str, Any]], keys: tuple[str, ...] = ("bpr", "nll", "mae")
 ) -> str:
-    """Plain-text table for the terminal."""
-    head = f"{'method':<28}" + "".join(f"{k.upper():>16}" for k in keys)
-    lines = [head, "-" * len(head)]
+    """Plain-text table for the terminal: ``mean ± sample std`` over seeds, the mean alone for a
+    single seed (and for the deterministic baselines); ``seeds`` says how many."""
+    rows = []
     for s in summary:
-        cells = []
+        cells: list[Any] = [s["method"]]
         for key in keys:
-            v, sd = s[key], s.get(f"{key}_std", 0.0)
-            cells.append(f"{'—':>16}" if math.isnan(v) else f"{v:>9.4f} ±{sd:<6.3f}")
-        lines.append(f"{s['method']:<28}" + "".join(f"{c:>16}" for c in cells))
-    return "\n".join(lines)
+            value, std = s[key], s.get(f"{key}_std")
+            if math.isnan(value):
+                cells.append("—")
+            elif std is None:
+                cells.append(f"{value:.4f}")
+            else:
+                cells.append(f"{value:.4f} ± {std:.4f}")
+        cells.append(s.get("n", 1))
+        rows.append(cells)
+    return table(rows, ["method", *(k.upper() for k in keys), "seeds"])
 
 
 def pareto_plot(summary: list[dict[str, Any]], path: str | Path, title: str) -> Path:
@@ -260,7 +274,7 @@ def pareto_plot(summary: list[dict[str, Any]], path: str | Path, title: str) -> 
     learned = [s for s in summary if not math.isnan(s["nll"])]
     for s in learned:
         ax.errorbar(
-            s["bpr"], s["nll"], xerr=s.get("bpr_std", 0), fmt="o", capsize=3, label=s["method"]
+            s["bpr"], s["nll"], xerr=s.get("bpr_std") or 0, fmt="o", capsize=3, label=s["method"]
         )
     front = sorted(
         (
