@@ -3,8 +3,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 
 torch.set_num_threads(1)
+
+# No example database in the tree (a stored failing example would replay in every later run), and
+# no deadlines: torch's first calls are slow and timing varies on shared machines.
+settings.register_profile("bpr_topk", database=None, deadline=None)
+settings.load_profile("bpr_topk")
 
 
 def data_root() -> Path:

@@ -33,8 +33,8 @@ def test_ratio_rating_reproduces_app_b2_table():
         assert got_ratio > got_mean
 
 
-def test_exact_enumeration_values_from_spec():
-    # spec §3.3: exact enumeration gives mean 0.100/0.223/0.631 and ratio 0.543/0.630/0.817
+def test_exact_enumeration_values_app_b2():
+    # App. B.2 toy, exact enumeration over the 2^6 outcomes of the random sites gives mean 0.100/0.223/0.631 and ratio 0.543/0.630/0.817
     vals, probs = toy9_outcomes()
     r_ratio = ((vals / vals.sum(-1, keepdim=True)) * probs[:, None]).sum(0)
     r_mean = (vals * probs[:, None]).sum(0)

@@ -57,7 +57,7 @@ def nll_term(
     time: Tensor | None,
     reduction: Reduction = "mean",
 ) -> Tensor:
-    """``−[Σ_{t,s} log p(y_ts) + log prior]``, divided by S when ``reduction="mean"`` (spec §4.7)."""
+    """``−[Σ_{t,s} log p(y_ts) + log prior]``, divided by S when ``reduction="mean"`` (Eq. 8; Eq. 13 sums)."""
     total = model.log_prob(y, X, time).sum() + model.log_prior()
     return -total / y.shape[-1] if reduction == "mean" else -total
 

@@ -33,7 +33,7 @@ def topk_mask(r: Tensor, k: int) -> Tensor:
 
 
 def _expected_tie_numerator(y: Tensor, r: Tensor, k: int) -> Tensor:
-    """E[y · TOPKMASK(r)] under uniform random tie-breaking (spec §3.2), exact and sample-free."""
+    """E[y · TOPKMASK(r)] under uniform random tie-breaking (Eq. 2), exact and sample-free."""
     v = torch.topk(r, k, dim=-1).values[..., -1:]  # K-th largest value
     greater = r > v
     equal = r == v
@@ -141,7 +141,7 @@ def _divide(numerator: Tensor, denominator: Tensor, zero_division: ZeroDivision)
 
 
 def regret(y: Tensor, r: Tensor, k: int, *, ties: Ties = "expected") -> Tensor:
-    """Normalised top-K regret over the leading (time) rows (spec §6.1).
+    """Normalised top-K regret over the leading (time) rows (PyEPO's normalised regret).
 
     ``Σ_t (y_t·TOPKMASK(y_t) − y_t·TOPKMASK(r_t)) / Σ_t y_t·TOPKMASK(y_t)``, a
     denominator-weighted ``1 − BPR``. Returns a scalar tensor.

@@ -1,6 +1,6 @@
 """Probabilistic count forecasters (paper Sec. 5, Eq. 14 and Eq. 15).
 
-Protocol (spec §3.7 iii): a model is an ``nn.Module`` whose ``forward(X, time)`` returns a
+Protocol: a model is an ``nn.Module`` whose ``forward(X, time)`` returns a
 ``torch.distributions.Distribution`` with ``batch_shape`` ending in S, factorised over sites.
 :class:`ForecastModel` adds ``sample(M, X, time)``, ``log_prob(y, X, time)``, ``mean(X, time)``
 and ``log_prior()``.

@@ -80,7 +80,7 @@ def score_function_surrogate(
     mode: ScoreMode = "joint",
     baseline: Baseline = None,
 ) -> Tensor:
-    """Scalar surrogate Ψ of spec §3.5(c) whose gradient is ``Σ_s g_r,s ∂r_s/∂φ``.
+    """Scalar surrogate Ψ for the score-function gradient (Eq. 10) whose gradient is ``Σ_s g_r,s ∂r_s/∂φ``.
 
     joint: ``Ψ = (1/M) Σ_m [Σ_s g_r,s f_s(y⁽ᵐ⁾)] log p_φ(y⁽ᵐ⁾)``;
     per_site: ``Ψ = (1/M) Σ_m Σ_s g_r,s f_s(y⁽ᵐ⁾) log p_φ(y_s⁽ᵐ⁾)``. ``grad_r`` is ``[..., S]``.

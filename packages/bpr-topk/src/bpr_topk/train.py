@@ -1,4 +1,4 @@
-"""Full-batch training (App. A.1), model selection (App. C.2) and evaluation (spec §6)."""
+"""Full-batch training (App. A.1), model selection (App. C.2) and evaluation (Table C.2 metrics)."""
 
 from __future__ import annotations
 
@@ -203,7 +203,7 @@ def history_average(y_history: Tensor, start: int, num_steps: int, window: int) 
 def baseline_scores(
     y_history: Tensor, start: int, num_steps: int, window: int = 5
 ) -> dict[str, Tensor]:
-    """Scores of the non-learned baselines (spec §6.3): ``avg`` (last ``window`` steps), ``last``
+    """Scores of the non-learned baselines of Table C.2: ``avg`` (last ``window`` steps), ``last``
     (previous step) and ``zero`` (chance decision: all tie)."""
     return {
         f"avg{window}": history_average(y_history, start, num_steps, window),
