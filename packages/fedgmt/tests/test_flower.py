@@ -2,6 +2,8 @@
 (``run_server``) on an in-process grid, and the Ray simulation: same global model as the reference
 loop for the same seed and sampling; divergence detected on the Flower path too."""
 
+import os
+
 import pytest
 import torch
 from fedgmt import FedConfig, run_reference
@@ -165,3 +167,18 @@ def test_ray_simulation_matches_reference():
     assert sim.accuracy == ref.accuracy
     for k, v in ref.final_arrays.items():
         torch.testing.assert_close(sim.final_arrays[k], v, atol=1e-6, rtol=0)
+
+
+def test_ray_temp_dir_is_kept_out_of_the_virtualenv(monkeypatch, tmp_path):
+    """Ray's workers die on a temp dir inside $VIRTUAL_ENV (nox's $TMPDIR) and the driver hangs."""
+    from fedgmt.simulation import _ray_temp_dir
+
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "elsewhere" / ".." / "tmp"))
+    _ray_temp_dir()
+    assert os.environ["RAY_TMPDIR"] == "/tmp"
+    monkeypatch.delenv("RAY_TMPDIR")
+    monkeypatch.setenv("TMPDIR", str(tmp_path.parent))
+    _ray_temp_dir()
+    assert "RAY_TMPDIR" not in os.environ

@@ -10,12 +10,28 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 from .config import FedConfig
 from .metrics import History
 
 __all__ = ["run_flower_simulation"]
+
+
+def _ray_temp_dir() -> None:
+    """Keep Ray's temporary folder out of the active virtual environment.
+
+    Ray takes ``$TMPDIR`` as its temporary folder, and its workers refuse one inside
+    ``$VIRTUAL_ENV`` ("temp_dir must not be child directory of virtualenv root"): they die at start
+    and the driver then waits for them forever. nox puts ``$TMPDIR`` inside each session's venv.
+    In that case (and only when ``RAY_TMPDIR`` is not set) use ``/tmp``.
+    """
+    venv, tmp = os.environ.get("VIRTUAL_ENV"), os.environ.get("TMPDIR")
+    if "RAY_TMPDIR" in os.environ or not venv or not tmp:
+        return
+    if Path(tmp).resolve().is_relative_to(Path(venv).resolve()) and os.path.isdir("/tmp"):
+        os.environ["RAY_TMPDIR"] = "/tmp"
 
 
 def run_flower_simulation(
@@ -25,6 +41,7 @@ def run_flower_simulation(
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    _ray_temp_dir()
     from flwr.simulation import run_simulation
 
     from .client_app import make_client_app
