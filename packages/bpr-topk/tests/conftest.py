@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -8,7 +9,12 @@ from hypothesis import settings
 torch.set_num_threads(1)
 
 # No example database in the tree (a stored failing example would replay in every later run), and
-# no deadlines: torch's first calls are slow and timing varies on shared machines.
+# no deadlines: torch's first calls are slow and timing varies on shared machines. Hypothesis still
+# caches constants in its storage folder (./.hypothesis by default, read lazily): keep that out of
+# the tree too, unless the caller chose a folder (nox sets HYPOTHESIS_STORAGE_DIRECTORY).
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "bpr-topk-hypothesis")
+)
 settings.register_profile("bpr_topk", database=None, deadline=None)
 settings.load_profile("bpr_topk")
 
