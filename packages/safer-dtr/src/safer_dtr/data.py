@@ -487,8 +487,8 @@ class Preprocessor:
             v[col] = np.minimum(v[col], hi)
         shape = v["bloc"].shape
         block = np.stack([v[c].ravel() for c in KNN_COLUMNS], 1)
-        lo, hi = np.array(st["iqr_lo"]), np.array(st["iqr_hi"])
-        block = np.where((block < lo) | (block > hi), np.nan, block)
+        lo_b, hi_b = np.array(st["iqr_lo"]), np.array(st["iqr_hi"])
+        block = np.where((block < lo_b) | (block > hi_b), np.nan, block)
         if np.isnan(block).any():
             ref = np.array(st["knn_ref"], dtype=float)
             block = _knn_impute(block, ref, np.array(st["knn_scale"]))

@@ -83,7 +83,10 @@ def run_experiment(
     if "SAFER-F" in methods:
         lo, _ = predict_logits(safer.stage1_net(), data, test, device)
         probs["SAFER-F"] = torch.softmax(lo, -1).cpu().numpy()
-    variants = {"SAFER-N": {"use_notes": False}, "SAFER-U": {"survivors_only_stage1": True}}
+    variants: dict[str, dict[str, Any]] = {
+        "SAFER-N": {"use_notes": False},
+        "SAFER-U": {"survivors_only_stage1": True},
+    }
     for name, change in variants.items():
         if name in methods:
             if name == "SAFER-U":  # stage 1 on survivors only, no fine-tuning (paper Table 2)
@@ -99,17 +102,18 @@ def run_experiment(
             probs[name] = torch.softmax(lo, -1).cpu().numpy()
     for name, kind in TRAINED_BASELINES.items():
         if name in methods:
-            model = train_baseline(
+            baseline = train_baseline(
                 kind,
                 cohort,
                 epochs=b_epochs,
                 lr=baseline_lr,
                 batch_size=cfg.batch_size,
+                hidden=cfg.d_model,
                 seed=seed,
                 device=device,
                 tick=tick,
             )
-            lo, _ = predict_logits(model, data, test, device)
+            lo, _ = predict_logits(baseline, data, test, device)
             probs[name] = torch.softmax(lo, -1).cpu().numpy()
     for name, scores in rule_baselines(cohort, test, seed).items():
         if name in methods:
@@ -163,6 +167,7 @@ def run_experiment(
         epochs=mortality_epochs,
         lr=mortality_lr,
         batch_size=cfg.batch_size,
+        hidden=cfg.d_model,
         seed=seed,
         device=device,
         tick=tick,

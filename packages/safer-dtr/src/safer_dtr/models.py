@@ -240,8 +240,9 @@ class SAFERNet(nn.Module):
         keeps PyTorch's default initialisation instead."""
         if self.config.init == "torch":
             for m in self.modules():
-                if m is not self and hasattr(m, "reset_parameters"):
-                    m.reset_parameters()
+                reset = getattr(m, "reset_parameters", None)
+                if m is not self and callable(reset):
+                    reset()
             return
         for m in self.modules():
             if isinstance(m, nn.Linear):
@@ -281,7 +282,8 @@ class SAFERNet(nn.Module):
         self._check(vitals, prev_meds, notes, demo)
         cfg = self.config
         t = vitals.shape[1]
-        pe = self.pe[:t]
+        pe_all: Tensor = self.pe  # type: ignore[assignment]
+        pe = pe_all[:t]
         meds: Tensor | None = None
         if cfg.tabular_stream == "merged":
             tab = self.tab_proj(torch.cat([vitals, prev_meds], -1)) + pe
