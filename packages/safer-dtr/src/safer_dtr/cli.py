@@ -640,7 +640,8 @@ def recommend(args: argparse.Namespace) -> C.Report:
         out_test["h"].numpy().astype(float),
         out_test["kappa_norm"].numpy().astype(float),
     )
-    sel, mask = deploy_selection(H_cal, k_cal, H_test, alpha=args.alpha, c=args.c,
+    sel, mask = deploy_selection(H_cal, k_cal, k_test if args.kappa_hat == "identity" else H_test,
+                                 alpha=args.alpha, c=args.c,
                                  regressor=args.kappa_hat, ridge_alpha=args.ridge_alpha,
                                  fit_frac=args.fit_frac, seed=args.seed)  # fmt: skip
     probs = torch.softmax(out_test["logits"], -1).numpy()
@@ -703,7 +704,8 @@ def evaluate(args: argparse.Namespace) -> C.Report:
     fixed = np.arange(len(calib), len(held)) if args.protocol == "fixed-test" else None
     grid = run_selection_grid(out_held["h"].numpy().astype(float), out_held["kappa_norm"].numpy().astype(float),
                               cs=cs, alphas=alphas, reps=reps, seed=args.seed, test=fixed,
-                              regressor=args.kappa_hat, ridge_alpha=args.ridge_alpha)  # fmt: skip
+                              regressor=args.kappa_hat, ridge_alpha=args.ridge_alpha,
+                              fit_frac=args.fit_frac)  # fmt: skip
     mort: dict[str, Any] = {}
     epochs = 30 if args.mortality_epochs is None else args.mortality_epochs
     if epochs > 0:

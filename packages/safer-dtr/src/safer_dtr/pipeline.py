@@ -649,6 +649,7 @@ def deploy_selection(
 def run_selection_grid(
     H: np.ndarray, kappa: np.ndarray, *, cs: Sequence[float], alphas: Sequence[float], reps: int,
     seed: int, test: np.ndarray | None = None, regressor: str = "ridge", ridge_alpha: float = 1.0,
+    fit_frac: float = 0.7,
 ) -> dict[str, Any]:  # fmt: skip
     """:func:`repeated_selection` summarised per c."""
     return {
@@ -663,6 +664,7 @@ def run_selection_grid(
                 test=test,
                 regressor=regressor,
                 ridge_alpha=ridge_alpha,
+                fit_frac=fit_frac,
             )
         )
         for i, c in enumerate(cs)
