@@ -347,3 +347,15 @@ def test_wntr_rejects_unknown_network():
 
     with pytest.raises(ValueError, match="unknown water network"):
         load_wntr("NetX", scenarios=3)
+
+
+def test_check_tree_rejects_cycles_and_branching():
+    cyclic = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    with pytest.raises(ValueError, match=r"cycle, but a tree \(a DAG\) is required"):
+        check_tree(cyclic, 3)
+    split = torch.tensor([[0, 0], [1, 2]])
+    with pytest.raises(ValueError, match="node 0 has 2 downstream edges"):
+        check_tree(split, 3)
+    forest = torch.tensor([[0, 2], [1, 3]])
+    with pytest.raises(ValueError, match="one outlet"):
+        check_tree(forest, 4)

@@ -177,13 +177,13 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_train_flags(p: argparse.ArgumentParser) -> None:
+def _add_train_flags(p: argparse.ArgumentParser, epochs: int = 20, max_batches: int = 0) -> None:
     g = p.add_argument_group("training")
     g.add_argument(
         "--epochs",
         type=C.positive_int(),
-        default=20,
-        help="epochs (default: 20; the paper's code: 200)",
+        default=epochs,
+        help=f"epochs (default: {epochs}; the paper's code: 200)",
     )
     g.add_argument(
         "--batch-size", type=C.positive_int(), default=32, help="windows per batch (default: 32)"
@@ -212,8 +212,8 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--max-batches",
         type=C.nonneg_int(),
-        default=0,
-        help="training batches per epoch, a random subset; 0 = all (default: 0)",
+        default=max_batches,
+        help=f"training batches per epoch, a random subset; 0 = all (default: {max_batches})",
     )
     g.add_argument(
         "--physics-loss-weight",
@@ -596,7 +596,7 @@ def build_cli() -> C.CLI:
     )
     _add_data_flags(p)
     _add_model_flags(p)
-    _add_train_flags(p)
+    _add_train_flags(p, epochs=10, max_batches=20)
     _add_threads_flag(p)
     return cli
 
