@@ -1,3 +1,4 @@
+import argparse
 import json
 import re
 import statistics
@@ -221,3 +222,13 @@ def test_summary_std_is_sample_std_over_seeds_and_single_seeds_show_no_spread():
     assert "0.6667 ± 0.2082" in text and "± 0.0000" not in text
     assert text.splitlines()[0].split()[-1] == "seeds"
     assert text.splitlines()[-1].split() == ["B", "0.7000", "—", "2.0000", "1"]
+
+
+def test_every_command_refuses_devices_it_does_not_support() -> None:
+    """The models build tensors and generators on the CPU: --device is declared cpu-only, so
+    ``--device cuda`` is one usage line (exit 2) even on a machine that has CUDA."""
+    for name, command in build_cli().commands.items():
+        (action,) = [a for a in command.parser._actions if a.dest == "device"]
+        assert action.type.accepts == "cpu", name
+        with pytest.raises(argparse.ArgumentTypeError, match="supports cpu only"):
+            action.type("cuda")

@@ -247,6 +247,11 @@ def _split_arg(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--split", choices=list(SPLITS), default="test", help=f"{what} (default: test)")
 
 
+# The models and losses build their tensors and generators on the CPU; --device cuda is refused with
+# one line instead of failing in the middle of training (GPU support is not implemented in 0.2.0).
+CPU_ONLY = ("cpu",)
+
+
 def build_cli() -> CLI:
     """The ``bpr-topk`` command line: every subcommand declared once."""
     cli = CLI(
@@ -259,6 +264,7 @@ def build_cli() -> CLI:
         cmd_train,
         help="fit a forecaster (daml | nll | bpr) and save model.pt",
         writes=("results.json", "model.pt", "training.png"),
+        devices=CPU_ONLY,
     )
     for add in (_data_args, _train_args, _eval_args):
         add(p)
@@ -267,6 +273,7 @@ def build_cli() -> CLI:
         cmd_rank,
         help="rank sites from a saved model (ratio or mean rule) into ranking.csv",
         writes=("rank.json", "ranking.csv"),
+        devices=CPU_ONLY,
     )
     _data_args(p)
     p.add_argument(
@@ -294,6 +301,7 @@ def build_cli() -> CLI:
         cmd_evaluate,
         help="BPR@K, NLL and MAE of saved models beside the naive baselines, with a Pareto plot",
         writes=("evaluate.json", "evaluate_pareto.png"),
+        devices=CPU_ONLY,
     )
     for add in (_data_args, _eval_args):
         add(p)
@@ -315,6 +323,7 @@ def build_cli() -> CLI:
         "synthetic panel whose covariates carry the signal through a threshold the NegBin "
         "model cannot represent; synthetic7 is the paper's Sec. 5.1 experiment.",
         writes=("results.json", "pareto.png"),
+        devices=CPU_ONLY,
     )
     p.add_argument(
         "--quick",
@@ -339,6 +348,7 @@ def build_cli() -> CLI:
         cmd_toy,
         help="App. B.2 toy: mean vs ratio ranking, exact expected BPR",
         writes=("toy.json",),
+        devices=CPU_ONLY,
     )
     return cli
 
