@@ -219,8 +219,8 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         lines += [
             "",
             f"Target SAFER ≥ tabular-only (SAFER-N) on survivor macro-AUC: {verdict} "
-            f"({safer:.3f} vs {tab:.3f}). Best other method on macro-AUC: {best} ({best_v:.3f}); "
-            f"SAFER − best = {safer - best_v:+.3f}. Wall time {sum(r['wall_time_s'] for r in res['per_seed']):.0f} s "
+            f"({safer:.4f} vs {tab:.4f}). Best other method on macro-AUC: {best} ({best_v:.4f}); "
+            f"SAFER − best = {safer - best_v:+.4f}. Wall time {sum(r['wall_time_s'] for r in res['per_seed']):.0f} s "
             f"for {len(res['per_seed'])} seeds (note embedding {res['embed_time_s']} s).",
             "",
         ]
@@ -237,7 +237,7 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             "| c | null fraction | α | FDR (± MC s.e.) | power | random FDR | FDR ≤ α |",
             "|---|---|---|---|---|---|---|",
         ]
-        all_met = True
+        all_met, cells, missed = True, 0, []
         for c in (f"{c:g}" for c in res["selection"]["cs"]):
             sels = [r["selection"][c] for r in res["per_seed"]]
             null = np.mean([s["null_fraction_mean"] for s in sels])
@@ -248,11 +248,16 @@ def render(results: dict[str, dict[str, Any]]) -> str:
                 se = np.sqrt(np.mean([s["fdr"]["se"][k] ** 2 for s in sels]) / len(sels))
                 pw = np.mean([s["power"]["mean"][k] for s in sels])
                 rf = np.mean([s["random_fdr_mean"][k] for s in sels])
-                ok = f <= a
+                verdict = "yes" if f <= a else f"**missed** (+{(f - a) / se:.1f} s.e.)"
                 lines.append(f"| {c} | {null:.2f} | {a:g} | {f:.3f} ± {se:.3f} | {pw:.3f} | {rf:.3f} "
-                             f"| {'yes' if ok else '**missed**'} |")  # fmt: skip
+                             f"| {verdict} |")  # fmt: skip
             for k, a in enumerate(sels[0]["alphas"]):
-                all_met &= bool(np.mean([s["fdr"]["mean"][k] for s in sels]) <= a)
+                f = np.mean([s["fdr"]["mean"][k] for s in sels])
+                se = np.sqrt(np.mean([s["fdr"]["se"][k] ** 2 for s in sels]) / len(sels))
+                cells += 1
+                if f > a:
+                    all_met = False
+                    missed.append((f - a) / se)
             plug_f = np.mean([s["plugin_fdr_mean"] for s in sels])
             plug_p = np.mean([s["plugin_power_mean"] for s in sels])
             lines.append(
@@ -262,8 +267,13 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             "",
             f"Target realized FDR ≤ α on average at every α ∈ {res['selection']['alphas'][0]:g}..."
             f"{res['selection']['alphas'][-1]:g} (10 values) and every c: "
-            f"{'met' if all_met else '**missed**'} (exact comparison of the Monte Carlo mean; see the "
-            "s.e. column).",
+            + (
+                "met"
+                if all_met
+                else f"**missed** in {len(missed)} of {cells} (α, c) cells, by at most "
+                f"{max(missed):.1f} Monte Carlo s.e."
+            )
+            + " (exact comparison of the Monte Carlo mean over the splits; the table shows 5 of the 10 α).",
             "",
         ]
     # (c) κ and mortality
@@ -293,6 +303,25 @@ def render(results: dict[str, dict[str, Any]]) -> str:
             f"| {_ms(mo('SAFER', 'oracle_cf'))} | {_ms(mo('SAFER-N', 'oracle_cf'))} "
             f"| {_ms(mo('carry-forward', 'oracle_cf'))} | {_ms(mo('SAFER', 'oracle_rel_reduction'))} "
             f"| {_ms(mo('SAFER', 'model_cf'))} | {_ms(mo('SAFER', 'model_oracle_corr'), 2)} |"
+        )
+    lines.append("")
+    for name, res in results.items():
+        ps = res["per_seed"]
+        sep = sum(
+            r["kappa"]["test"]["mean_deceased"] > r["kappa"]["test"]["mean_survivors"] for r in ps
+        )
+        worse = [
+            r["mortality"]["methods"]["SAFER"]["oracle_cf"] - r["mortality"]["oracle_observed"]
+            for r in ps
+        ]
+        f_gap = np.mean(_metric(res, "SAFER", "macro_auc")) - np.mean(
+            _metric(res, "SAFER-F", "macro_auc")
+        )
+        lines.append(
+            f"- {name}: κ(deceased) > κ(survivors) on the test split in {sep}/{len(ps)} seeds (the "
+            f"direction of Thm. 4.1); SAFER − SAFER-F (no fine-tuning) macro-AUC {f_gap:+.3f}; oracle "
+            f"mortality under SAFER's top recommendation minus under the clinicians' actions "
+            f"{np.mean(worse):+.3f} ({'lower' if np.mean(worse) < 0 else '**higher**: imitating noisy labels does not beat the clinicians here'})."
         )
     lines.append("")
     return "\n".join(lines)
