@@ -219,7 +219,9 @@ def _mmlu_csv(path: Path) -> list[MCItem]:
             try:
                 ans_val = float(ans_text)
             except ValueError:
-                raise ValueError(f"{where}: answer {ans_text!r} is not an integer 0..3") from None
+                ans_val = math.nan
+            if not math.isfinite(ans_val) or not ans_val.is_integer():
+                raise ValueError(f"{where}: answer {ans_text!r} is not an integer 0..3")
             answer = _answer_index(ans_val, 4, where)
         else:
             if row[5].strip() not in LETTERS[:4]:
@@ -592,19 +594,19 @@ def detect_format(path: str | Path) -> str:
         return "obqa"
     if suffix in (".csv", ".parquet"):
         return "mmlu"
-    if suffix in (".jsonl", ".json"):
+    if suffix == ".json":
+        return "mmlu"  # a JSON list of cais/mmlu records
+    if suffix == ".jsonl":
         first = next((ln for ln in _read_text(path).splitlines() if ln.strip()), "")
         try:
             rec = json.loads(first)
         except json.JSONDecodeError:
-            return "mmlu" if suffix == ".json" else "jsonl"
+            return "jsonl"
         if isinstance(rec, dict):
             if "opa" in rec and "cop" in rec:
                 return "medmcqa"
             if "answerKey" in rec:
                 return "arc"
-            if "subject" in rec and "choices" in rec and suffix == ".json":
-                return "mmlu"
         return "jsonl"
     raise ValueError(f"{path}: unknown file type {suffix!r} (expected .csv, .tsv, .jsonl, .json, .parquet)")
 

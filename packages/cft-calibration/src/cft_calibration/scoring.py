@@ -234,6 +234,12 @@ class LetterScorer(_ScorerBase):
                     f"letter {letter!r} is {len(new)} tokens after the prompt (pieces {pieces}), "
                     "expected exactly 1"
                 )
+            unk = getattr(self.tokenizer, "unk_token_id", None)
+            if unk is not None and new[0] == unk:
+                raise ValueError(
+                    f"letter {letter!r} is not in the tokenizer's vocabulary (it maps to the unknown "
+                    f"token; pieces {pieces})"
+                )
             ids.append(new[0])
         if len(set(ids)) != len(ids):
             raise ValueError(f"the letters {LETTERS[: self.k]} do not map to distinct tokens: {ids}")
