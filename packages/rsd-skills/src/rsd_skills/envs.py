@@ -623,7 +623,7 @@ def estimate_obs_norm(env: GymVecEnv, steps: int, seed: int) -> ObsNorm:
     rng = np.random.default_rng(seed)
     n = env.num_envs
     saved_norm, env.obs_norm = env.obs_norm, None
-    samples = []
+    samples: list[np.ndarray] = []
     episode = 0
     while sum(len(s) for s in samples) < steps:
         env.reset(seed=seed * 1000 + episode * n, num_envs=n)

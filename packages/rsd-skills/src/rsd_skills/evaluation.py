@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +199,7 @@ def plot_trajectories(
 
 
 def plot_curves(
-    curves: dict[str, Sequence[Sequence[tuple[float, float]]]],
+    curves: Mapping[str, Sequence[Sequence[tuple[float, float]]]],
     path: Path,
     ylabel: str = "coverage (cells)",
     title: str = "",

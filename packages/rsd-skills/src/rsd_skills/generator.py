@@ -205,7 +205,7 @@ class AgentSnapshot(nn.Module):
         self.requires_grad_(False)
 
     @torch.no_grad()
-    def copy_from(self, agent: nn.Module) -> None:
+    def copy_from(self, agent: SAC) -> None:
         for name in ("policy", "q1", "q2"):
             getattr(self, name).load_state_dict(getattr(agent, name).state_dict())
         self.log_alpha.copy_(agent.log_alpha)

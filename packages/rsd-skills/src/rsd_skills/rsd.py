@@ -36,6 +36,7 @@ from .sac import SAC, clip_and_step
 class RSD(SkillMethod):
     name = "rsd"
     uniform = False
+    s0: torch.Tensor  # the environment's initial observation (a buffer)
 
     def __init__(
         self, obs_dim: int, cfg: Config, horizon: int, act_dim: int, s0: np.ndarray
