@@ -159,7 +159,11 @@ def _rates(
     donor = torch.where(dphi > 0, src, dst)
     qc = q.clamp_min(EPS)
     # outflow per unit mass: the donor of each edge loses w * theta * |dphi|
-    r = torch.zeros(n, dtype=q.dtype, device=q.device).index_add_(0, donor, flux.abs()) / qc
+    if scheme == "upwind":  # theta is the donor's own mass: r_i = sum_j w_ij max(Phi_j - Phi_i, 0),
+        # computed without dividing by q so that it stays exact for q_i below EPS
+        r = torch.zeros(n, dtype=q.dtype, device=q.device).index_add_(0, donor, (w * dphi).abs())
+    else:
+        r = torch.zeros(n, dtype=q.dtype, device=q.device).index_add_(0, donor, flux.abs()) / qc
     if beta > 0:
         idx = both if both is not None else torch.cat([src, dst])
         tot = torch.zeros(n, dtype=q.dtype, device=q.device).index_add_(0, idx, wt.repeat(2))
