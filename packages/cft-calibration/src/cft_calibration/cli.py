@@ -384,8 +384,8 @@ def cmd_demo(args: argparse.Namespace) -> C.Report:
     cfg = PipelineConfig(
         base=TrainConfig(epochs=10 if quick else 20, lr=1e-3, select="acc"),
         align=AlignConfig(steps=args.align_steps, lr=5e-4),
-        cft=TrainConfig(epochs=10, lr=1e-3, batch_size=16, select="ece_within_acc"),
-        long=TrainConfig(epochs=10, lr=1e-3, batch_size=16),
+        cft=TrainConfig(epochs=6 if quick else 10, lr=1e-3, batch_size=16, select="ece_within_acc"),
+        long=TrainConfig(epochs=6 if quick else 10, lr=1e-3, batch_size=16),
         lam=args.lam,
     )
     seeds = [args.seed + s for s in range(args.seeds)]
@@ -556,3 +556,7 @@ def build_cli() -> C.CLI:
 
 def main(argv: list[str] | None = None) -> int:
     return build_cli().main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
