@@ -1,8 +1,7 @@
 import json
 
-import pytest
-
 import cft_calibration as C
+import pytest
 
 HF_HEADER = "question,choice0,choice1,choice2,choice3,answer\n"
 
@@ -32,7 +31,9 @@ def test_mmlu_original_hendrycks_layout(tmp_path):
 
 
 def test_mmlu_json_layout_and_duplicate_option_texts_are_legal(tmp_path):
-    recs = [{"question": "Q?", "subject": "astronomy", "choices": ["x", "x", "y", "z"], "answer": 1}]
+    recs = [
+        {"question": "Q?", "subject": "astronomy", "choices": ["x", "x", "y", "z"], "answer": 1}
+    ]
     f = write(tmp_path / "mmlu.json", json.dumps(recs))
     items = C.load_mcqa(f)
     assert items[0].choices == ["x", "x", "y", "z"] and items[0].subject == "astronomy"
@@ -97,10 +98,27 @@ def test_openbookqa_errors(tmp_path, row, match):
 
 def test_arc_jsonl_numeric_labels_and_three_or_five_options(tmp_path):
     recs = [
-        {"id": "a", "question": {"stem": "S1", "choices": [{"text": t, "label": str(i + 1)} for i, t in enumerate("xyz")]}, "answerKey": "3"},
-        {"id": "b", "question": {"stem": "S2", "choices": [{"text": t, "label": "ABCDE"[i]} for i, t in enumerate("vwxyz")]}, "answerKey": "E"},
+        {
+            "id": "a",
+            "question": {
+                "stem": "S1",
+                "choices": [{"text": t, "label": str(i + 1)} for i, t in enumerate("xyz")],
+            },
+            "answerKey": "3",
+        },
+        {
+            "id": "b",
+            "question": {
+                "stem": "S2",
+                "choices": [{"text": t, "label": "ABCDE"[i]} for i, t in enumerate("vwxyz")],
+            },
+            "answerKey": "E",
+        },
     ]
-    f = write(tmp_path / "ARC-Challenge" / "ARC-Challenge-Test.jsonl", "\n".join(json.dumps(r) for r in recs))
+    f = write(
+        tmp_path / "ARC-Challenge" / "ARC-Challenge-Test.jsonl",
+        "\n".join(json.dumps(r) for r in recs),
+    )
     items = C.load_arc(tmp_path)
     assert [it.k for it in items] == [3, 5] and [it.answer for it in items] == [2, 4]
     with pytest.raises(ValueError, match="expected 4"):
@@ -108,23 +126,53 @@ def test_arc_jsonl_numeric_labels_and_three_or_five_options(tmp_path):
 
 
 def test_arc_duplicate_labels_and_bad_key(tmp_path):
-    rec = {"question": {"stem": "S", "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "A"}]}, "answerKey": "A"}
+    rec = {
+        "question": {
+            "stem": "S",
+            "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "A"}],
+        },
+        "answerKey": "A",
+    }
     with pytest.raises(ValueError, match="duplicate option labels"):
         C.load_arc(write(tmp_path / "x.jsonl", json.dumps(rec)))
-    rec = {"question": {"stem": "S", "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "B"}]}, "answerKey": "C"}
+    rec = {
+        "question": {
+            "stem": "S",
+            "choices": [{"text": "a", "label": "A"}, {"text": "b", "label": "B"}],
+        },
+        "answerKey": "C",
+    }
     with pytest.raises(ValueError, match=r"x2.jsonl:1: answerKey 'C'"):
         C.load_arc(write(tmp_path / "x2.jsonl", json.dumps(rec)))
 
 
 def test_openbookqa_jsonl_with_fact(tmp_path):
-    rec = {"id": "7", "question": {"stem": "S", "choices": [{"text": t, "label": "ABCD"[i]} for i, t in enumerate("abcd")]}, "answerKey": "D", "fact1": "a fact"}
+    rec = {
+        "id": "7",
+        "question": {
+            "stem": "S",
+            "choices": [{"text": t, "label": "ABCD"[i]} for i, t in enumerate("abcd")],
+        },
+        "answerKey": "D",
+        "fact1": "a fact",
+    }
     items = C.load_openbookqa(write(tmp_path / "test_complete.jsonl", json.dumps(rec)))
     assert items[0].answer == 3 and items[0].explanation == "a fact"
 
 
 def test_medmcqa_cop_base(tmp_path):
     def rec(cop):
-        return json.dumps({"question": "Q", "opa": "a", "opb": "b", "opc": "c", "opd": "d", "cop": cop, "exp": "e"})
+        return json.dumps(
+            {
+                "question": "Q",
+                "opa": "a",
+                "opb": "b",
+                "opc": "c",
+                "opd": "d",
+                "cop": cop,
+                "exp": "e",
+            }
+        )
 
     one = write(tmp_path / "one.jsonl", rec(4) + "\n" + rec(1))
     assert [it.answer for it in C.load_medmcqa(one)] == [3, 0]
@@ -138,11 +186,16 @@ def test_medmcqa_cop_base(tmp_path):
 
 
 def test_generic_jsonl_and_round_trip(tmp_path):
-    f = write(tmp_path / "g.jsonl", '{"question": "Q?", "choices": ["a", "b", "c"], "answer": "B"}\n{"question": "R?", "choices": ["a", "b"], "answer": 0}\n')
+    f = write(
+        tmp_path / "g.jsonl",
+        '{"question": "Q?", "choices": ["a", "b", "c"], "answer": "B"}\n{"question": "R?", "choices": ["a", "b"], "answer": 0}\n',
+    )
     items = C.load_jsonl(f)
     assert [it.answer for it in items] == [1, 0]
     back = C.load_jsonl(C.write_jsonl(items, tmp_path / "back.jsonl"))
-    assert [(it.question, it.choices, it.answer) for it in back] == [(it.question, it.choices, it.answer) for it in items]
+    assert [(it.question, it.choices, it.answer) for it in back] == [
+        (it.question, it.choices, it.answer) for it in items
+    ]
 
 
 @pytest.mark.parametrize(
@@ -157,7 +210,10 @@ def test_generic_jsonl_and_round_trip(tmp_path):
     ],
 )
 def test_generic_jsonl_errors_name_file_and_line(tmp_path, line, match):
-    f = write(tmp_path / "g.jsonl", '{"question": "ok", "choices": ["a", "b"], "answer": 0}\n' + line + "\n")
+    f = write(
+        tmp_path / "g.jsonl",
+        '{"question": "ok", "choices": ["a", "b"], "answer": 0}\n' + line + "\n",
+    )
     with pytest.raises(ValueError, match=r"g.jsonl:2: .*" + match):
         C.load_jsonl(f)
 

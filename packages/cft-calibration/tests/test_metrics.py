@@ -1,12 +1,11 @@
 import math
 
+import cft_calibration as C
 import numpy as np
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-
-import cft_calibration as C
 
 
 def onehot_conf(conf, pred, k=4):
@@ -127,7 +126,11 @@ def test_masked_options_are_ignored():
     m = C.evaluate_probs(p, y, mask=mask)
     assert m["accuracy"] == 1.0
     with pytest.raises(ValueError, match="masked"):
-        C.conf_ece(torch.tensor([[0.5, 0.3, 0.2]]), torch.tensor([0]), mask=torch.tensor([[True, True, False]]))
+        C.conf_ece(
+            torch.tensor([[0.5, 0.3, 0.2]]),
+            torch.tensor([0]),
+            mask=torch.tensor([[True, True, False]]),
+        )
 
 
 @pytest.mark.parametrize(

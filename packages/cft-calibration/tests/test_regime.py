@@ -1,6 +1,5 @@
-import torch
-
 import cft_calibration as C
+import torch
 
 
 def test_a_calibrated_predictor_is_witnessed_calibratable():

@@ -1,11 +1,10 @@
 import math
 
+import cft_calibration as C
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-
-import cft_calibration as C
 
 
 def random_probs(n, k, seed, scale=2.0):
@@ -30,7 +29,10 @@ def test_targets_are_positive_sum_to_one_minus_acc_keep_order_and_bounds(seed, k
 
 def test_targets_are_zero_when_the_bin_is_always_right():
     ps = torch.sort(random_probs(8, 4, 0), 1, descending=True).values[:, 1:]
-    assert torch.equal(C.nonmax_targets(ps, torch.ones(8, dtype=torch.float64)), torch.zeros(8, 3, dtype=torch.float64))
+    assert torch.equal(
+        C.nonmax_targets(ps, torch.ones(8, dtype=torch.float64)),
+        torch.zeros(8, 3, dtype=torch.float64),
+    )
 
 
 def test_targets_stay_finite_when_the_second_probability_underflows():
@@ -41,9 +43,7 @@ def test_targets_stay_finite_when_the_second_probability_underflows():
 
 def test_e_step_on_a_constructed_case():
     # 4 items in bin [0.9, 1] (3 right), 2 in [0.5, 0.6) (1 right), nothing elsewhere
-    p = torch.tensor(
-        [[0.95, 0.05, 0, 0]] * 4 + [[0.55, 0.45, 0, 0]] * 2, dtype=torch.float64
-    )
+    p = torch.tensor([[0.95, 0.05, 0, 0]] * 4 + [[0.55, 0.45, 0, 0]] * 2, dtype=torch.float64)
     y = torch.tensor([0, 0, 0, 1, 0, 1])
     reg = C.EMECERegularizer().e_step(p, y)
     assert reg.bin_acc is not None and reg.bin_count is not None
@@ -107,8 +107,8 @@ def test_skip_top_bin_changes_the_loss_only_for_confident_samples():
     y = torch.randint(0, 4, (300,), generator=torch.Generator().manual_seed(7))
     full = C.EMECERegularizer().e_step(p, y)
     skip = C.EMECERegularizer(skip_top_bin=True).e_step(p, y)
-    e_full, b, _ = full.per_sample(p)
-    e_skip, _, used = skip.per_sample(p)
+    e_full, _, _ = full.per_sample(p)
+    _, _, used = skip.per_sample(p)
     top = p.max(1).values >= 0.9
     assert torch.equal(~used, top)
     assert float(skip(p)) == pytest.approx(float((e_full * (~top)).sum() / 300), abs=1e-12)

@@ -1,16 +1,17 @@
+import cft_calibration as C
 import pytest
 import torch
 
-import cft_calibration as C
-
 pytest.importorskip("transformers")
-from cft_calibration.tiny import tiny_causal_lm, tiny_mc_model  # noqa: E402
+from cft_calibration.tiny import tiny_causal_lm, tiny_mc_model
 
 
 def items(n=6, k=4):
     words = ["apple", "dog", "red", "iron", "piano", "car"]
     return [
-        C.MCItem(f"q{i}", f"Which word is number {i} ?", [words[(i + j) % 6] for j in range(k)], i % k)
+        C.MCItem(
+            f"q{i}", f"Which word is number {i} ?", [words[(i + j) % 6] for j in range(k)], i % k
+        )
         for i in range(n)
     ]
 
@@ -30,11 +31,17 @@ def test_letters_resolve_to_distinct_single_tokens(tiny_lm):
 
 def test_left_and_right_padding_give_identical_probabilities(tiny_lm):
     model, tok = tiny_lm
-    data = items(6) + [C.MCItem("long", "Which word is the longest question of all of them here ?", ["dog", "car", "red", "iron"], 1)]
+    long = C.MCItem(
+        "long",
+        "Which word is the longest question of all of them here ?",
+        ["dog", "car", "red", "iron"],
+        1,
+    )
+    data = [*items(6), long]
     probs = {}
     for side in ("left", "right"):
         s = C.LetterScorer(model, tok, padding_side=side)
-        z, m, y = C.predict(s, data, batch_size=7)
+        z, _, _ = C.predict(s, data, batch_size=7)
         probs[side] = torch.softmax(z, -1)
     assert torch.allclose(probs["left"], probs["right"], atol=1e-5)
     # and equal to scoring each item alone (no padding at all)
@@ -55,8 +62,10 @@ def test_scoring_picks_the_letter_with_the_highest_logit(tiny_lm):
     with torch.no_grad():
         head.bias[s.letter_ids[2]] = 5.0  # C
         head.bias[s.letter_ids[1]] = 3.0  # B
-        head.bias[tok.convert_tokens_to_ids("dog")] = 50.0  # a non-letter token: outside the restriction
-    z, m, y = C.predict(s, items(4), 4)
+        head.bias[tok.convert_tokens_to_ids("dog")] = (
+            50.0  # a non-letter token: outside the restriction
+        )
+    z, _, _ = C.predict(s, items(4), 4)
     p = torch.softmax(z, -1)
     expected = torch.softmax(torch.tensor([0.0, 3.0, 5.0, 0.0]), -1)
     assert torch.equal(p.argmax(1), torch.full((4,), 2))
@@ -101,7 +110,7 @@ class CharTokenizer:
     def __call__(self, text, add_special_tokens=True):
         ids = [ord(c) for c in text]
         if text.endswith("B"):
-            ids = ids[:-1] + [66, 1000]
+            ids = [*ids[:-1], 66, 1000]
         return {"input_ids": ids}
 
     def convert_ids_to_tokens(self, ids):
@@ -111,8 +120,8 @@ class CharTokenizer:
 def test_multi_token_or_missing_letters_raise_naming_the_letter(tiny_lm):
     with pytest.raises(ValueError, match="letter 'B' is 2 tokens"):
         C.LetterScorer(torch.nn.Linear(1, 1), CharTokenizer())
-    model, tok = tiny_lm
-    with pytest.raises(ValueError, match="letter 'F'.*vocabulary|letter 'F'"):
+    model, _ = tiny_lm
+    with pytest.raises(ValueError, match=r"letter 'F' is not in the tokenizer's vocabulary"):
         # A-J are in the word vocabulary, so make F unknown by a tokenizer without it
         from cft_calibration.tiny import word_tokenizer
 
@@ -136,7 +145,7 @@ def _without(tok, letter):
 def test_gpt2_letter_scorer_runs():
     texts = [it.question + " " + " ".join(it.choices) for it in items()]
     model, tok = tiny_causal_lm(texts, arch="gpt2", seed=1)
-    z, m, y = C.predict(C.LetterScorer(model, tok), items(), 3)
+    z, _, _ = C.predict(C.LetterScorer(model, tok), items(), 3)
     assert z.shape == (6, 4) and torch.isfinite(z).all()
 
 

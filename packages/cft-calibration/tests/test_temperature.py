@@ -1,24 +1,27 @@
 import math
 import warnings
 
+import cft_calibration as C
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import cft_calibration as C
-
 
 def grid_optimum(z, y):
     taus = torch.linspace(-3, 3, 6001, dtype=torch.float64)
-    nlls = torch.stack([torch.nn.functional.cross_entropy(z.double() * math.exp(-t), y) for t in taus])
+    nlls = torch.stack(
+        [torch.nn.functional.cross_entropy(z.double() * math.exp(-t), y) for t in taus]
+    )
     return math.exp(float(taus[nlls.argmin()]))
 
 
 def test_recovers_the_scale_of_a_calibrated_linear_scorer():
     task = C.synthetic_feature_mcqa({"val": 20000}, seed=0)
     s = task.splits["val"]
-    true_logits = task.beta_star * s.features @ task.w_star  # softmax of these is the Bayes posterior
+    true_logits = (
+        task.beta_star * s.features @ task.w_star
+    )  # softmax of these is the Bayes posterior
     z = true_logits / task.beta_star  # scaled by 1 / beta*
     ts = C.TemperatureScaler().fit(z, s.labels)
     assert ts.temperature_ == pytest.approx(1 / task.beta_star, rel=0.05)
@@ -73,7 +76,9 @@ def test_absent_options_stay_at_zero_probability():
         warnings.simplefilter("error")
         ts = C.TemperatureScaler().fit(z, y)
     p = ts.transform(z)
-    assert torch.all(p[0::2, 2] == 0) and torch.allclose(p.sum(1), torch.ones(40, dtype=torch.float64))
+    assert torch.all(p[0::2, 2] == 0) and torch.allclose(
+        p.sum(1), torch.ones(40, dtype=torch.float64)
+    )
 
 
 def test_bad_input_and_unfitted_use():

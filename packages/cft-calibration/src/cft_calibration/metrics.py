@@ -42,9 +42,7 @@ __all__ = [
 BINNINGS = ("width", "mass")
 
 
-def _as_inputs(
-    probs: Any, labels: Any, mask: Any = None
-) -> tuple[Tensor, Tensor, Tensor]:
+def _as_inputs(probs: Any, labels: Any, mask: Any = None) -> tuple[Tensor, Tensor, Tensor]:
     p = torch.as_tensor(probs).detach()
     if not torch.is_floating_point(p):
         p = p.double()
@@ -132,7 +130,14 @@ def _ece_terms(
         else:
             acc_m = conf_m = math.nan
         rows.append(
-            {"bin": m, "lower": lo, "upper": hi, "count": int(c), "accuracy": acc_m, "confidence": conf_m}
+            {
+                "bin": m,
+                "lower": lo,
+                "upper": hi,
+                "count": int(c),
+                "accuracy": acc_m,
+                "confidence": conf_m,
+            }
         )
     return ece, rows
 
@@ -198,7 +203,9 @@ def classwise_ece(
     return (value, tables) if return_table else value
 
 
-def mce(probs: Any, labels: Any, n_bins: int = 10, *, binning: str = "width", mask: Any = None) -> float:
+def mce(
+    probs: Any, labels: Any, n_bins: int = 10, *, binning: str = "width", mask: Any = None
+) -> float:
     """Maximum calibration error: max over non-empty bins of |acc - conf|."""
     rows = reliability_table(probs, labels, n_bins, binning=binning, mask=mask)
     gaps = [abs(r["accuracy"] - r["confidence"]) for r in rows if r["count"] > 0]

@@ -57,7 +57,9 @@ class PipelineConfig:
         return asdict(self)
 
 
-def synthetic_feature_splits(quick: bool = False, seed: int = 0) -> tuple[dict[str, FeatureSplit], dict[str, Any]]:
+def synthetic_feature_splits(
+    quick: bool = False, seed: int = 0
+) -> tuple[dict[str, FeatureSplit], dict[str, Any]]:
     """The synthetic feature task cut into the pipeline's splits (sizes halved when ``quick``)."""
     f = 0.5 if quick else 1.0
     sizes = {
@@ -97,7 +99,9 @@ def text_feature_splits(
     return {k: encode_items(v, encoder, cache_dir, progress=progress) for k, v in named.items()}
 
 
-def _probs(scorer: Any, data: FeatureSplit) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _probs(
+    scorer: Any, data: FeatureSplit
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     logits, mask, labels = predict(scorer, data, 512)
     return torch.softmax(logits, -1), labels, mask, logits
 
@@ -178,7 +182,9 @@ def run_pipeline(
     if "long_sft" in cfg.methods:
         jobs.append(("long_sft", cfg.long, None))
     if "rcft" in cfg.methods:
-        jobs.append(("rcft", _with(cfg.long, e_step_every=1), EMECERegularizer(cfg.n_bins, cfg.lam)))
+        jobs.append(
+            ("rcft", _with(cfg.long, e_step_every=1), EMECERegularizer(cfg.n_bins, cfg.lam))
+        )
     if "rcft_once" in cfg.methods:
         jobs.append(
             ("rcft_once", _with(cfg.long, e_step_every=None), EMECERegularizer(cfg.n_bins, cfg.lam))

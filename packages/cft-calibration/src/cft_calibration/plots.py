@@ -60,8 +60,9 @@ def plot_reliability(
     plt = _plt()
     panels = results if isinstance(results, Mapping) else {title or "model": results}
     n = len(panels)
-    fig, axes = plt.subplots(2, n, figsize=(3.2 * n, 4.2), squeeze=False,
-                             gridspec_kw={"height_ratios": [3, 1]})
+    fig, axes = plt.subplots(
+        2, n, figsize=(3.2 * n, 4.2), squeeze=False, gridspec_kw={"height_ratios": [3, 1]}
+    )
     for j, (name, (probs, labels, mask)) in enumerate(panels.items()):
         ece, rows = conf_ece(probs, labels, n_bins, mask=mask, return_table=True)
         _panel(axes[0][j], axes[1][j], rows, n_bins, f"{name}\nconf-ECE {ece:.3f}")
@@ -80,10 +81,13 @@ def plot_classwise_reliability(
     plt = _plt()
     value, tables = classwise_ece(probs, labels, n_bins, mask=mask, return_table=True)
     n = len(tables)
-    fig, axes = plt.subplots(2, n, figsize=(3.0 * n, 4.0), squeeze=False,
-                             gridspec_kw={"height_ratios": [3, 1]})
+    fig, axes = plt.subplots(
+        2, n, figsize=(3.0 * n, 4.0), squeeze=False, gridspec_kw={"height_ratios": [3, 1]}
+    )
     for j, t in enumerate(tables):
-        _panel(axes[0][j], axes[1][j], t["bins"], n_bins, f"option {t['class']}: ECE {t['ece']:.3f}")
+        _panel(
+            axes[0][j], axes[1][j], t["bins"], n_bins, f"option {t['class']}: ECE {t['ece']:.3f}"
+        )
     fig.suptitle(f"class-wise ECE {value:.3f}", fontsize=10)
     fig.tight_layout()
     path = Path(path)

@@ -126,7 +126,9 @@ class EMECERegularizer:
         conf, pred = p.max(1)
         correct = (pred == y).double()
         idx = bin_indices(conf, self.n_bins)
-        count = torch.zeros(self.n_bins, dtype=torch.float64).index_add_(0, idx, torch.ones_like(conf))
+        count = torch.zeros(self.n_bins, dtype=torch.float64).index_add_(
+            0, idx, torch.ones_like(conf)
+        )
         hits = torch.zeros(self.n_bins, dtype=torch.float64).index_add_(0, idx, correct)
         self.global_acc = float(correct.mean())
         acc = torch.where(count > 0, hits / count.clamp_min(1), torch.full_like(count, math.nan))
@@ -145,7 +147,9 @@ class EMECERegularizer:
         ]
 
     # ------------------------------------------------------------------------------------ M-step
-    def per_sample(self, probs: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def per_sample(
+        self, probs: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """(e_i, bin b_i, used_i) for a batch of probabilities [B, K] (differentiable in ``probs``)."""
         if self.bin_acc is None or self.bin_count is None:
             raise RuntimeError("EMECERegularizer: run e_step(probs, labels) before the M-step")

@@ -125,7 +125,9 @@ def format_question(item: MCItem, letters: str = LETTERS) -> str:
     return f"Question: {item.question}\n\nOptions:\n{opts}\n\nAnswer with only a single letter:"
 
 
-def completion_only_labels(input_ids: Tensor, attention_mask: Tensor, prompt_lengths: Tensor) -> Tensor:
+def completion_only_labels(
+    input_ids: Tensor, attention_mask: Tensor, prompt_lengths: Tensor
+) -> Tensor:
     """LM labels that keep only completion tokens: prompt and padding positions become -100.
 
     ``prompt_lengths`` [B] counts the real (non-pad) prompt tokens of each row; works for left and
@@ -242,7 +244,9 @@ class LetterScorer(_ScorerBase):
                 )
             ids.append(new[0])
         if len(set(ids)) != len(ids):
-            raise ValueError(f"the letters {LETTERS[: self.k]} do not map to distinct tokens: {ids}")
+            raise ValueError(
+                f"the letters {LETTERS[: self.k]} do not map to distinct tokens: {ids}"
+            )
         return ids
 
     def _completion(self, item: MCItem) -> str:
@@ -255,7 +259,9 @@ class LetterScorer(_ScorerBase):
         items = [data[i] for i in idx]
         for it in items:
             if it.k > self.k:
-                raise ValueError(f"item {it.id} has {it.k} options; this scorer resolves {self.k} letters")
+                raise ValueError(
+                    f"item {it.id} has {it.k} options; this scorer resolves {self.k} letters"
+                )
         rows, plens = [], []
         for it in items:
             p_text = self.prompt(it)
@@ -266,8 +272,12 @@ class LetterScorer(_ScorerBase):
             if with_answer:
                 full = self._ids(p_text + self._completion(it))
                 base = self._ids(p_text)
-                comp = full[len(base) :] if full[: len(base)] == base else list(
-                    self.tokenizer(self._completion(it), add_special_tokens=False)["input_ids"]
+                comp = (
+                    full[len(base) :]
+                    if full[: len(base)] == base
+                    else list(
+                        self.tokenizer(self._completion(it), add_special_tokens=False)["input_ids"]
+                    )
                 )
                 ids += comp
             rows.append(ids)
@@ -309,7 +319,9 @@ class LetterScorer(_ScorerBase):
         letter_ids = torch.tensor(self.letter_ids, device=row.device)
         mask = batch["mask"]
         logits = _masked(row[:, letter_ids], mask)
-        option_logprobs = torch.log_softmax(row, -1)[:, letter_ids].masked_fill(~mask, float("-inf"))
+        option_logprobs = torch.log_softmax(row, -1)[:, letter_ids].masked_fill(
+            ~mask, float("-inf")
+        )
         lm_loss = None
         if batch.get("with_answer"):
             lm_labels = completion_only_labels(ids, attn, plen)
@@ -386,6 +398,8 @@ def predict(
     finally:
         scorer.train(was_training)
     k = max(o.shape[1] for o in outs)
-    logits = torch.cat([nn.functional.pad(o, (0, k - o.shape[1]), value=float("-inf")) for o in outs])
+    logits = torch.cat(
+        [nn.functional.pad(o, (0, k - o.shape[1]), value=float("-inf")) for o in outs]
+    )
     mask = torch.cat([nn.functional.pad(m, (0, k - m.shape[1]), value=False) for m in masks])
     return logits, mask, torch.cat(labels)

@@ -175,7 +175,9 @@ def synthetic_category_mcqa(
                 cat = rng.choice(ood_cats)
                 item, _ = _category_item(rng, [cat, *in_cats], f"{split}-{i}", "synthetic-category")
                 while item.subject not in ood_cats:
-                    item, _ = _category_item(rng, [cat, *in_cats], f"{split}-{i}", "synthetic-category")
+                    item, _ = _category_item(
+                        rng, [cat, *in_cats], f"{split}-{i}", "synthetic-category"
+                    )
             else:
                 item, _ = _category_item(rng, in_cats, f"{split}-{i}", "synthetic-category")
             noisy = rng.random() < noise

@@ -29,8 +29,8 @@ __all__ = [
     "dpo_option_loss",
     "e_step",
     "evaluate_scorer",
-    "option_ce",
     "official_regularizer",
+    "option_ce",
     "simulate_alignment",
     "train",
     "train_cft",
@@ -144,8 +144,10 @@ def e_step(
     return regularizer.e_step(_probs(logits), labels, mask)
 
 
-def _schedule(opt: torch.optim.Optimizer, total: int, warmup: float) -> torch.optim.lr_scheduler.LambdaLR:
-    warm = int(round(warmup * total))
+def _schedule(
+    opt: torch.optim.Optimizer, total: int, warmup: float
+) -> torch.optim.lr_scheduler.LambdaLR:
+    warm = round(warmup * total)
 
     def factor(step: int) -> float:
         if warm > 0 and step < warm:
@@ -207,7 +209,10 @@ def train(
         return {k: v.detach().clone() for k, v in scorer.state_dict().items()}
 
     if cfg.select != "last":
-        start = {"epoch": 0, "val": evaluate_scorer(scorer, val_data, cfg.eval_batch_size, cfg.n_bins, full=False)}
+        start = {
+            "epoch": 0,
+            "val": evaluate_scorer(scorer, val_data, cfg.eval_batch_size, cfg.n_bins, full=False),
+        }
         result.history.append(start)
         states[0] = snapshot()
     with torch.random.fork_rng(devices=[]):
@@ -216,10 +221,19 @@ def train(
             if regularizer is not None:
                 first = epoch == 1
                 again = (
-                    cfg.e_step_every is not None and epoch > 1 and (epoch - 1) % cfg.e_step_every == 0
+                    cfg.e_step_every is not None
+                    and epoch > 1
+                    and (epoch - 1) % cfg.e_step_every == 0
                 )
                 if first or again:
-                    e_step(scorer, train_data, regularizer, cfg.eval_batch_size, cfg.e_step_max_items, gen)
+                    e_step(
+                        scorer,
+                        train_data,
+                        regularizer,
+                        cfg.eval_batch_size,
+                        cfg.e_step_max_items,
+                        gen,
+                    )
                     result.e_steps.append(regularizer.bin_table())
             scorer.train()
             order = torch.randperm(n, generator=gen).tolist()
@@ -253,9 +267,14 @@ def train(
                 sums["reg"] += float(reg.detach())
                 if bar is not None:
                     bar.update(1)
-            row: dict[str, Any] = {"epoch": epoch, **{k: v / steps_per_epoch for k, v in sums.items()}}
+            row: dict[str, Any] = {
+                "epoch": epoch,
+                **{k: v / steps_per_epoch for k, v in sums.items()},
+            }
             if val_data is not None:
-                row["val"] = evaluate_scorer(scorer, val_data, cfg.eval_batch_size, cfg.n_bins, full=False)
+                row["val"] = evaluate_scorer(
+                    scorer, val_data, cfg.eval_batch_size, cfg.n_bins, full=False
+                )
                 if cfg.select != "last":
                     states[epoch] = snapshot()
             result.history.append(row)
@@ -268,7 +287,9 @@ def train(
     return result
 
 
-def train_cft(scorer: Any, train_data: Any, val_data: Any, cfg: TrainConfig | None = None, **kw: Any) -> TrainResult:
+def train_cft(
+    scorer: Any, train_data: Any, val_data: Any, cfg: TrainConfig | None = None, **kw: Any
+) -> TrainResult:
     """CFT: supervised fine-tuning on in-domain MCQA (answer-only target), no calibration term; the
     epoch with the best validation conf-ECE among those within ``acc_tol`` of the best validation
     accuracy is kept (our stopping rule; the paper's is not stated)."""
@@ -348,7 +369,9 @@ def simulate_alignment(
             ref_lp.append(out.option_logprobs.float().cpu())
     scorer.train(was)
     k = max(r.shape[1] for r in ref_lp)
-    ref = torch.cat([nn.functional.pad(r, (0, k - r.shape[1]), value=float("-inf")) for r in ref_lp])
+    ref = torch.cat(
+        [nn.functional.pad(r, (0, k - r.shape[1]), value=float("-inf")) for r in ref_lp]
+    )
     params = [p for p in scorer.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     history = []
@@ -423,7 +446,12 @@ def apply_lora(
         import peft
     except ImportError as exc:
         raise ImportError("LoRA needs peft: pip install 'cft-calibration[lora]'") from exc
-    kwargs: dict[str, Any] = {"r": r, "lora_alpha": alpha, "lora_dropout": dropout, "target_modules": target_modules}
+    kwargs: dict[str, Any] = {
+        "r": r,
+        "lora_alpha": alpha,
+        "lora_dropout": dropout,
+        "target_modules": target_modules,
+    }
     if task_type is not None:
         kwargs["task_type"] = task_type
     config = peft.LoraConfig(**kwargs)
