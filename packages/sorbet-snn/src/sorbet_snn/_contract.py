@@ -1,0 +1,966 @@
+"""The icml25-methods command-line contract: one implementation, vendored into every package.
+
+Do not edit a package's copy (``src/<import_name>/_contract.py``). The original is
+``tools/templates/_contract.py`` in the icml25-methods repository; ``python tools/sync_meta.py`` copies it
+into every package and ``tools/check_structure.py`` fails on a stale copy. It needs only the standard
+library; torch, PyYAML and tqdm are imported when a flag needs them.
+
+What a package's ``cli.py`` gets from it::
+
+    cli = CLI("my-dist", description="...")
+    p = cli.command("train", train, help="...", writes=("results.json", "model.pt"))
+    p.add_argument("--epochs", type=positive_int(), default=10, help="training epochs (default: 10)")
+    p.add_argument("--data", type=existing_path("dir"), help="data folder")
+
+    def train(args) -> Report:
+        with blame("--data"):
+            data = load(args.data)          # ValueError/OSError become one line naming --data
+        ...
+        return Report({"accuracy": acc}, table=table(rows, header))
+
+    def main(argv=None) -> int:
+        return build_cli().main(argv)
+
+The contract, checked for every package by ``nox -s conformance``:
+
+* every subcommand has ``--seed``, ``--device``, ``--out``, ``--config``, ``--quiet``, ``--overwrite`` and a
+  help text for every flag;
+* bad input (unknown flag, a value outside what a flag accepts, a missing or malformed ``--config``, a data
+  path that does not exist or holds NaN, an unwritable ``--out``) gives one line on stderr that names the
+  argument and what it accepts, exit code 2, before any work;
+* a subcommand writes its results to its own file in ``--out`` (``results.json`` for the main job,
+  ``<subcommand>.json`` for the others) with ``command``, ``config``, ``versions``, ``seed``,
+  ``wall_time_s`` and ``machine``, and no path of the machine that ran it; it refuses to replace a
+  non-empty result or checkpoint without ``--overwrite``;
+* internal errors are not disguised as usage errors: they end with a traceback and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.metadata
+import json
+import math
+import os
+import pickle
+import platform
+import re
+import shlex
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+CONTRACT_VERSION = 1
+COMMON_FLAGS = ("--seed", "--device", "--out", "--config", "--quiet", "--overwrite")
+RESERVED_KEYS = ("command", "subcommand", "config", "versions", "seed", "wall_time_s", "machine")
+_NUMBER = re.compile(r"^-(\d|\.\d|inf|nan)", re.I)
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line on stderr, exit code 2.
+
+    ``argument`` is the flag to blame (``"--data"``), or None when no single flag is at fault.
+    """
+
+    def __init__(self, argument: str | None, message: str) -> None:
+        self.argument = argument
+        self.message = " ".join(str(message).split())
+        super().__init__(f"argument {argument}: {self.message}" if argument else self.message)
+
+
+class Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line and exit code 2 (raised as :class:`UsageError`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # --lr must not silently match --lr-decay
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(None, f"{message} (see '{self.prog} --help')")
+
+
+# --------------------------------------------------------------------------------------------- values
+
+
+class Check:
+    """An argparse ``type=`` that validates a value and says what it accepts.
+
+    ``kind`` and ``invalid`` are read by the conformance check: it feeds every ``invalid`` example to the
+    flag and expects a one-line error naming it. Kinds: ``count``, ``rate``, ``number``, ``list``,
+    ``data`` (an input path), ``out`` (an output folder), ``device``.
+    """
+
+    def __init__(
+        self,
+        parse: Callable[[str], Any],
+        accepts: str,
+        kind: str,
+        invalid: Sequence[str] = (),
+        name: str = "value",
+    ) -> None:
+        self.parse = parse
+        self.accepts = accepts
+        self.kind = kind
+        self.invalid = tuple(invalid)
+        self.__name__ = name  # argparse names the type in some messages
+
+    def __call__(self, text: str) -> Any:
+        try:
+            value = self.parse(str(text))
+        except (ValueError, TypeError, OverflowError) as exc:
+            detail = f" ({exc})" if isinstance(exc, Invalid) else ""
+            raise argparse.ArgumentTypeError(
+                f"expected {self.accepts}, got {text!r}{detail}"
+            ) from exc
+        return value
+
+    def __repr__(self) -> str:
+        return f"Check({self.accepts!r})"
+
+
+class Invalid(ValueError):
+    """Raised by a value parser with the reason shown to the user (``does not exist``)."""
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)  # 5.0 from a JSON config is 5; 1.5 is not an integer
+        if not value.is_integer():
+            raise
+        return int(value)
+
+
+def int_range(low: int | None = None, high: int | None = None) -> Check:
+    """An integer in ``[low, high]`` (either bound may be None)."""
+
+    def parse(text: str) -> int:
+        value = _int(text)
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise ValueError("out of range")
+        return value
+
+    if low is not None and high is not None:
+        accepts, invalid = f"an integer from {low} to {high}", [str(low - 1), str(high + 1)]
+    elif low is not None:
+        accepts, invalid = f"an integer >= {low}", [str(low - 1)]
+    elif high is not None:
+        accepts, invalid = f"an integer <= {high}", [str(high + 1)]
+    else:
+        accepts, invalid = "an integer", []
+    kind = "count" if low is not None and low >= 0 else "number"
+    return Check(parse, accepts, kind, [*invalid, "1.5", "x"], name="int")
+
+
+def positive_int() -> Check:
+    """An integer >= 1 (counts: epochs, seeds, batch sizes...)."""
+    return int_range(1)
+
+
+def nonneg_int() -> Check:
+    """An integer >= 0 (seeds, optional counts where 0 means off)."""
+    return int_range(0)
+
+
+def float_range(
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+    kind: str | None = None,
+) -> Check:
+    """A finite number in the interval given by ``low``/``high``; ``*_open`` excludes the bound."""
+
+    def parse(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError("not finite")
+        if low is not None and (value < low or (low_open and value == low)):
+            raise ValueError("out of range")
+        if high is not None and (value > high or (high_open and value == high)):
+            raise ValueError("out of range")
+        return value
+
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low:g}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {high:g}")
+    accepts = "a finite number" + (" " + " and ".join(parts) if parts else "")
+    invalid = ["nan", "inf", "x"]
+    if low is not None:
+        invalid.insert(0, f"{low:g}" if low_open else f"{low - 1:g}")
+    if high is not None:
+        invalid.insert(1, f"{high:g}" if high_open else f"{high + 1:g}")
+    if kind is None:
+        kind = "rate" if low is not None and low >= 0 else "number"
+    return Check(parse, accepts, kind, invalid, name="float")
+
+
+def positive_float() -> Check:
+    """A finite number > 0 (learning rates, temperatures, radii...)."""
+    return float_range(0.0, low_open=True)
+
+
+def nonneg_float() -> Check:
+    """A finite number >= 0 (weight decay, penalties...)."""
+    return float_range(0.0)
+
+
+def unit_interval(*, low_open: bool = False, high_open: bool = False) -> Check:
+    """A number in [0, 1] (fractions, probabilities); ``*_open`` excludes the bound."""
+    return float_range(0.0, 1.0, low_open=low_open, high_open=high_open)
+
+
+def int_list(low: int = 0, *, min_items: int = 1) -> Check:
+    """Comma-separated integers >= ``low`` (``128,128``)."""
+
+    def parse(text: str) -> list[int]:
+        values = [_int(v) for v in text.split(",") if v.strip()]
+        if len(values) < min_items or any(v < low for v in values):
+            raise ValueError("out of range")
+        return values
+
+    return Check(parse, f"comma-separated integers >= {low}", "list", [str(low - 1), "a,b"], "ints")
+
+
+def float_list(low: float | None = None, *, min_items: int = 1) -> Check:
+    """Comma-separated finite numbers (>= ``low`` when given)."""
+
+    def parse(text: str) -> list[float]:
+        values = [float(v) for v in text.split(",") if v.strip()]
+        bad = [v for v in values if not math.isfinite(v) or (low is not None and v < low)]
+        if len(values) < min_items or bad:
+            raise ValueError("out of range")
+        return values
+
+    accepts = "comma-separated finite numbers" + (f" >= {low:g}" if low is not None else "")
+    invalid = ["nan", "a,b"] + ([f"{low - 1:g}"] if low is not None else [])
+    return Check(parse, accepts, "list", invalid, "floats")
+
+
+def choice_list(choices: Sequence[str], *, allow_all: bool = False) -> Check:
+    """Comma-separated names from ``choices`` (``all`` expands to every choice when allowed)."""
+    names = list(choices)
+
+    def parse(text: str) -> list[str]:
+        if allow_all and text.strip() == "all":
+            return names
+        values = [v.strip() for v in text.split(",") if v.strip()]
+        unknown = [v for v in values if v not in names]
+        if not values or unknown:
+            raise Invalid(f"unknown: {', '.join(unknown) or 'none given'}")
+        return values
+
+    accepts = "comma-separated names from " + ", ".join(names) + (" (or all)" if allow_all else "")
+    return Check(parse, accepts, "list", ["no-such-name"], "names")
+
+
+def existing_path(kind: str = "any", *, names: Sequence[str] = ()) -> Check:
+    """An input path that exists (``kind``: ``file``, ``dir`` or ``any``), or one of the special ``names``.
+
+    Returns a :class:`~pathlib.Path` for paths and the name itself (a ``str``) for special names.
+    """
+    if kind not in ("file", "dir", "any"):
+        raise ValueError(f"existing_path: kind must be file, dir or any, got {kind!r}")
+    noun = {"file": "an existing file", "dir": "an existing folder", "any": "an existing path"}[
+        kind
+    ]
+    accepts = noun + (f" or one of {', '.join(names)}" if names else "")
+
+    def parse(text: str) -> Path | str:
+        if text in names:
+            return text
+        path = Path(text).expanduser()
+        if not path.exists():
+            raise Invalid("does not exist")
+        if kind == "file" and not path.is_file():
+            raise Invalid("is not a file")
+        if kind == "dir" and not path.is_dir():
+            raise Invalid("is not a folder")
+        return path
+
+    return Check(parse, accepts, "data", (), "path")
+
+
+def out_dir() -> Check:
+    """An output folder that exists or can be created and written (checked before any work)."""
+
+    def parse(text: str) -> Path:
+        path = Path(text).expanduser()
+        if path.exists() and not path.is_dir():
+            raise Invalid("exists and is not a folder")
+        probe = path
+        while not probe.exists():
+            probe = probe.parent
+        if not probe.is_dir():
+            raise Invalid(f"cannot create a folder below the file {probe}")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise Invalid(f"{probe} is not writable")
+        return path
+
+    return Check(parse, "a folder that can be created and written", "out", (), "folder")
+
+
+def device(types: Sequence[str] = ("cpu", "cuda", "mps")) -> Check:
+    """A torch device string that is available here (``cpu``, ``cuda``, ``cuda:1``, ``mps``).
+
+    ``types`` limits the device types a command supports (``("cpu",)`` for CPU-only code)."""
+    supported = tuple(types)
+
+    def parse(text: str) -> str:
+        import torch
+
+        try:
+            dev = torch.device(text)
+        except RuntimeError as exc:
+            raise Invalid("not a device name") from exc
+        if dev.type not in supported:
+            raise Invalid(f"this command supports {', '.join(supported)} only")
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise Invalid("CUDA is not available on this machine")
+        if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise Invalid(f"this machine has {torch.cuda.device_count()} CUDA device(s)")
+        if dev.type == "mps" and not torch.backends.mps.is_available():
+            raise Invalid("MPS is not available on this machine")
+        return text
+
+    names = {"cpu": "cpu", "cuda": "cuda, cuda:N", "mps": "mps"}
+    accepts = ", ".join(names.get(t, t) for t in supported)
+    return Check(parse, accepts, "device", ["not-a-device"], "device")
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+
+@dataclass
+class Report:
+    """What a subcommand handler returns.
+
+    ``results`` goes into the results JSON beside the contract's fields; ``table`` is printed on stdout
+    (unless ``--quiet``); ``files`` are other files the command wrote (listed on stdout); ``status`` is
+    the exit code (0 for success; e.g. 3 for a run that finished but diverged).
+    """
+
+    results: dict[str, Any]
+    table: str = ""
+    files: list[Path] = field(default_factory=list)
+    status: int = 0
+
+
+Handler = Callable[[argparse.Namespace], Report]
+
+
+@dataclass
+class Command:
+    name: str
+    handler: Handler
+    parser: Parser
+    writes: tuple[str, ...] | Callable[[argparse.Namespace], Sequence[str]]
+
+    def files(self, args: argparse.Namespace) -> tuple[str, ...]:
+        """The files this run writes in ``--out``, its results JSON first."""
+        names = tuple(self.writes(args) if callable(self.writes) else self.writes)
+        if not names or not names[0].endswith(".json"):
+            raise ValueError(
+                f"command {self.name!r}: writes must start with its results .json file"
+            )
+        return names
+
+
+class CLI:
+    """The command line of one package: subcommands with the common flags, config files, results."""
+
+    def __init__(
+        self,
+        dist: str,
+        *,
+        description: str,
+        version: str | None = None,
+        track: Sequence[str] = (),
+    ) -> None:
+        """``track``: further distributions whose versions every results file records."""
+        self.dist = dist
+        self.track = tuple(track)
+        self.prog = dist
+        self.version = version or _dist_version(dist)
+        self.parser = Parser(prog=self.prog, description=description)
+        self.parser.add_argument(
+            "--version", action="version", version=f"{self.prog} {self.version}"
+        )
+        self._sub = self.parser.add_subparsers(
+            dest="command", required=True, metavar="COMMAND", parser_class=Parser
+        )
+        self.commands: dict[str, Command] = {}
+
+    def command(
+        self,
+        name: str,
+        handler: Handler,
+        *,
+        help: str,
+        description: str | None = None,
+        writes: Sequence[str] | Callable[[argparse.Namespace], Sequence[str]] | None = None,
+        out_default: str | None = None,
+        seed_default: int = 0,
+        device_default: str = "cpu",
+        devices: Sequence[str] = ("cpu", "cuda", "mps"),
+    ) -> Parser:
+        """Add a subcommand with the common flags; returns its parser for the command's own flags.
+
+        ``writes`` names the files the command writes in ``--out``, its results JSON first (default:
+        ``results.json`` for ``demo``/``train``/``run``, else ``<name>.json``), or is a function of the
+        parsed arguments returning them (``lambda a: (f"evaluate-{a.task}.json",)``). None of them is
+        replaced without ``--overwrite``. ``devices`` lists the device types the command supports
+        (``("cpu",)`` refuses ``--device cuda`` with one clear line instead of failing mid-run).
+        """
+        if writes is None:
+            writes = ("results.json",) if name in ("demo", "train", "run") else (f"{name}.json",)
+        if not callable(writes):
+            writes = tuple(writes)
+            if not writes or not writes[0].endswith(".json"):
+                raise ValueError(f"command {name!r}: writes must start with its results .json file")
+        shown = ", ".join(writes) if not callable(writes) else "its results"
+        parser = self._sub.add_parser(
+            name,
+            help=help,
+            description=description or help,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        common = parser.add_argument_group("common options")
+        common.add_argument(
+            "--seed",
+            type=nonneg_int(),
+            default=seed_default,
+            help=f"random seed (default: {seed_default})",
+        )
+        check = device(devices)
+        common.add_argument(
+            "--device",
+            type=check,
+            default=device_default,
+            help=f"torch device: {check.accepts} (default: {device_default})",
+        )
+        out_default = out_default or f"{self.prog}-out"
+        common.add_argument(
+            "--out",
+            type=out_dir(),
+            default=Path(out_default),
+            help=f"output folder for {shown} (default: {out_default})",
+        )
+        common.add_argument(
+            "--config",
+            default=None,
+            metavar="FILE",
+            help="JSON or YAML file of flag values (keys are flag names, e.g. 'epochs' or "
+            "'batch_size'); flags given on the command line win",
+        )
+        common.add_argument("--quiet", action="store_true", help="no progress bars and no table")
+        common.add_argument(
+            "--overwrite",
+            action="store_true",
+            help=f"replace existing files in --out ({shown}); without it an existing result is kept "
+            "and the command stops",
+        )
+        parser.set_defaults(_handler=handler)
+        self.commands[name] = Command(name, handler, parser, writes)
+        return parser
+
+    # ------------------------------------------------------------------------------------- parsing
+
+    def parse(self, argv: Sequence[str]) -> argparse.Namespace:
+        """Parse ``argv``: unknown flags and ``--config`` first, then argparse with the file's values."""
+        argv = list(argv)
+        if not argv or argv[0] not in self.commands:
+            return self.parser.parse_args(argv)  # --help, --version, or argparse's choice error
+        name, rest = argv[0], argv[1:]
+        sub = self.commands[name].parser
+        if "-h" in rest or "--help" in rest:
+            return self.parser.parse_args([name, "--help"])
+        _reject_unknown(sub, rest, f"{self.prog} {name}")
+        config = _find_config(rest)
+        tokens = _config_tokens(sub, config) if config is not None else []
+        try:
+            return self.parser.parse_args([name, *tokens, *rest])
+        except UsageError as exc:
+            flag = _leading_flag(exc.message)
+            given = {t.split("=", 1)[0] for t in rest}
+            if config is not None and flag and flag in tokens and flag not in given:
+                text, _, hint = exc.message.rpartition(" (see '")
+                note = f"set in --config {config}" + (f"; see '{hint}" if text else ")")
+                raise UsageError(None, f"{text or exc.message} ({note}") from None
+            raise
+
+    # ------------------------------------------------------------------------------------- running
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """Run the command line: parse, check outputs, run the handler, write results. Returns the exit code."""
+        argv = list(sys.argv[1:] if argv is None else argv)
+        try:
+            args = self.parse(argv)
+            command = self.commands[args.command]
+            results_path = self._prepare_out(args, command)
+            start = time.perf_counter()
+            report = command.handler(args)
+            wall = time.perf_counter() - start
+        except UsageError as exc:
+            print(f"{self.prog}: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"{self.prog}: interrupted", file=sys.stderr)
+            return 130
+        clash = [k for k in report.results if k in RESERVED_KEYS]
+        if clash:
+            raise RuntimeError(f"{command.name}: results use reserved keys {clash}")
+        payload = {
+            "command": portable_command(self.prog, argv),
+            "subcommand": command.name,
+            "config": portable(_config_of(args)),
+            "versions": {**versions(self.dist, *self.track), self.dist: self.version},
+            "seed": getattr(args, "seed", None),
+            "wall_time_s": round(wall, 3),
+            "machine": machine(),
+            **portable(report.results),
+        }
+        write_json(results_path, payload)
+        if not getattr(args, "quiet", False):
+            if report.table:
+                print(report.table)
+            for path in [results_path, *report.files]:
+                print(f"wrote {path}")
+        return report.status
+
+    def _prepare_out(self, args: argparse.Namespace, command: Command) -> Path:
+        out = Path(args.out)
+        names = command.files(args)
+        for name in names:
+            fresh_output(out / name, getattr(args, "overwrite", False))
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=out, prefix=".write-check-"):
+                pass
+        except OSError as exc:
+            raise UsageError("--out", f"cannot write to {out}: {exc.strerror or exc}") from exc
+        return out / names[0]
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every subcommand with its files and flags (what the conformance check drives)."""
+        described = []
+        for name, command in self.commands.items():
+            options = []
+            for action in command.parser._actions:
+                if not action.option_strings or isinstance(action, argparse._HelpAction):
+                    continue
+                check = action.type if isinstance(action.type, Check) else None
+                options.append(
+                    {
+                        "flags": list(action.option_strings),
+                        "dest": action.dest,
+                        "help": action.help or "",
+                        "required": bool(action.required),
+                        "takes_value": action.nargs != 0,
+                        "kind": check.kind if check else None,
+                        "raw_type": getattr(action.type, "__name__", None) if not check else None,
+                        "invalid": list(check.invalid) if check else [],
+                        "choices": [str(c) for c in action.choices] if action.choices else [],
+                    }
+                )
+            defaults = argparse.Namespace(
+                **{a.dest: a.default for a in command.parser._actions if a.dest != "help"}
+            )
+            described.append(
+                {"name": name, "writes": list(command.files(defaults)), "options": options}
+            )
+        return described
+
+
+def _dist_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _leading_flag(message: str) -> str | None:
+    match = re.match(r"argument ([-\w]+)", message)
+    return match.group(1).split("/")[0] if match else None
+
+
+def _option_actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return dict(parser._option_string_actions)
+
+
+def _reject_unknown(parser: argparse.ArgumentParser, tokens: Sequence[str], prog: str) -> None:
+    """Name an unknown flag before argparse complains about missing required ones instead."""
+    actions = _option_actions(parser)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token == "--":
+            return
+        if not token.startswith("-") or token == "-" or _NUMBER.match(token):
+            continue
+        flag, has_inline, _ = token.partition("=")
+        action = actions.get(flag)
+        if action is None:
+            raise UsageError(
+                None, f"unrecognized argument {flag}; '{prog} --help' lists the accepted flags"
+            )
+        if has_inline or action.nargs == 0:
+            continue
+        if action.nargs in (None, 1, "?"):
+            if i < len(tokens) and (not tokens[i].startswith("-") or _NUMBER.match(tokens[i])):
+                i += 1
+        else:  # "+", "*" or an int: consume values up to the next flag
+            while i < len(tokens) and (not tokens[i].startswith("-") or _NUMBER.match(tokens[i])):
+                i += 1
+
+
+def _find_config(tokens: Sequence[str]) -> str | None:
+    found = None
+    for i, token in enumerate(tokens):
+        if token == "--config":
+            if i + 1 >= len(tokens):
+                raise UsageError("--config", "expected a file name (a .json, .yaml or .yml file)")
+            found = tokens[i + 1]
+        elif token.startswith("--config="):
+            found = token.split("=", 1)[1]
+    return found
+
+
+def _config_tokens(parser: argparse.ArgumentParser, name: str) -> list[str]:
+    """The flags a config file stands for, as command-line tokens (so argparse validates them)."""
+    accepted = 'a JSON or YAML file holding a mapping of flag names to values, e.g. {"epochs": 5}'
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise UsageError("--config", f"{name} does not exist or is not a file; expected {accepted}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError("--config", f"cannot read {name} ({exc}); expected {accepted}") from exc
+    if not text.strip():
+        raise UsageError("--config", f"{name} is empty; expected {accepted}")
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                "--config", f"{name} is not valid JSON ({exc.msg} at line {exc.lineno})"
+            ) from exc
+    elif suffix in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError as exc:
+            raise UsageError(
+                "--config", "YAML configs need PyYAML (pip install pyyaml), or use a .json file"
+            ) from exc
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            raise UsageError("--config", f"{name} is not valid YAML ({problem}{where})") from exc
+    else:
+        raise UsageError(
+            "--config", f"{name}: unknown format {suffix!r}; accepted: .json, .yaml, .yml"
+        )
+    if not isinstance(data, dict):
+        raise UsageError(
+            "--config", f"{name} holds a {type(data).__name__}, not a mapping; expected {accepted}"
+        )
+    actions = _option_actions(parser)
+    settable = sorted(
+        {a.dest for a in actions.values() if a.dest not in ("help", "config", "version")}
+    )
+    tokens: list[str] = []
+    for key, value in data.items():
+        flag = "--" + str(key).lstrip("-").replace("_", "-")
+        action = actions.get(flag)
+        if action is None or action.dest in ("help", "config", "version"):
+            raise UsageError(
+                "--config", f"unknown key {key!r} in {name}; accepted keys: {', '.join(settable)}"
+            )
+        tokens += _tokens_for(action, flag, key, value, name)
+    return tokens
+
+
+def _tokens_for(action: argparse.Action, flag: str, key: Any, value: Any, name: str) -> list[str]:
+    if value is None:
+        return []
+    if action.nargs == 0:  # store_true / store_false / BooleanOptionalAction / count...
+        if not isinstance(value, bool):
+            raise UsageError(
+                "--config", f"key {key!r} in {name} must be true or false, got {value!r}"
+            )
+        if isinstance(action, argparse.BooleanOptionalAction):
+            positive = next(s for s in action.option_strings if not s.startswith("--no-"))
+            return [positive if value else "--no-" + positive[2:]]
+        if isinstance(action, argparse._StoreFalseAction):
+            return [flag] if not value else []
+        return [flag] if value else []
+    if isinstance(value, dict):
+        raise UsageError(
+            "--config", f"key {key!r} in {name} must be a value or a list, got a mapping"
+        )
+    if action.nargs in (None, "?", 1) and isinstance(value, list):
+        return [flag, ",".join(_scalar(v) for v in value)]
+    if isinstance(value, list):
+        return [flag, *(_scalar(v) for v in value)]
+    return [flag, _scalar(value)]
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _config_of(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: v for k, v in vars(args).items() if not k.startswith("_") and k != "command"}
+
+
+# ------------------------------------------------------------------------------------------ results
+
+
+def holds_data(path: Path) -> bool:
+    """True for a non-empty file, or a folder with anything in it."""
+    if path.is_file():
+        return path.stat().st_size > 0
+    if path.is_dir():
+        return any(path.iterdir())
+    return False
+
+
+def fresh_output(path: Path, overwrite: bool, argument: str = "--overwrite") -> Path:
+    """``path``, unless it already holds a result and ``overwrite`` is off (then a :class:`UsageError`).
+
+    Call it, before any work, for every file a command writes outside ``--out``'s declared files
+    (a checkpoint given by its own flag, say); ``argument`` is that flag."""
+    path = Path(path)
+    if not overwrite and holds_data(path):
+        hint = "pass --overwrite to replace it" + (
+            ", or choose another --out" if argument == "--overwrite" else f", or another {argument}"
+        )
+        raise UsageError(argument, f"{path} already exists; {hint}")
+    return path
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """A path as results may show it: relative to the working folder, or ``<...>/<name>`` when outside."""
+    p = Path(path)
+    if not p.is_absolute():
+        return p.as_posix()
+    try:
+        rel = p.relative_to(Path.cwd())
+    except ValueError:
+        return f"<...>/{p.name}" if p.name else "<...>"
+    return rel.as_posix() or "."
+
+
+def _looks_absolute(text: str) -> bool:
+    return len(text) > 1 and (text.startswith("/") or bool(re.match(r"^[A-Za-z]:[\\/]", text)))
+
+
+def portable_command(prog: str, argv: Sequence[str]) -> str:
+    """The command line as typed, with machine paths replaced by :func:`display_path`."""
+    out = []
+    for token in argv:
+        if "=" in token and token.startswith("--"):
+            flag, value = token.split("=", 1)
+            out.append(f"{flag}={display_path(value)}" if _looks_absolute(value) else token)
+        else:
+            out.append(display_path(token) if _looks_absolute(token) else token)
+    return shlex.join([prog, *out])
+
+
+def portable(obj: Any) -> Any:
+    """JSON-ready copy of ``obj``: paths shown portably, numpy/torch values as Python, non-finite floats
+    as the strings ``"nan"``/``"inf"``/``"-inf"`` (valid JSON that does not pretend to be a number)."""
+    if isinstance(obj, dict):
+        return {str(k): portable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [portable(v) for v in obj]
+    if isinstance(obj, os.PathLike):
+        return display_path(obj)
+    if isinstance(obj, str):
+        return display_path(obj) if _looks_absolute(obj) else obj
+    if isinstance(obj, bool) or obj is None or isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        return (
+            obj
+            if math.isfinite(obj)
+            else ("nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf"))
+        )
+    tolist = getattr(obj, "tolist", None)  # numpy arrays and scalars, torch tensors
+    if callable(tolist):
+        return portable(tolist())
+    item = getattr(obj, "item", None)
+    if callable(item):
+        return portable(item())
+    return str(obj)
+
+
+def write_json(path: Path, payload: Any) -> Path:
+    """Write JSON atomically (a temporary file in the same folder, then a rename): no half-written files."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(portable(payload), indent=2, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def versions(dist: str, *others: str) -> dict[str, str]:
+    """Versions of Python, this package, torch, numpy and ``others`` (those installed)."""
+    found = {"python": platform.python_version()}
+    for name in (dist, "torch", "numpy", *others):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[name] = importlib.metadata.version(name)
+    return found
+
+
+def machine() -> dict[str, Any]:
+    """What ran it, without naming the machine: CPU count, OS, architecture, torch threads."""
+    info: dict[str, Any] = {
+        "cpus": os.cpu_count(),
+        "system": platform.system(),
+        "arch": platform.machine(),
+    }
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        info["torch_threads"] = torch.get_num_threads()
+        info["cuda"] = bool(torch.cuda.is_available())
+    return info
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+@contextlib.contextmanager
+def blame(argument: str, *extra: type[BaseException]) -> Iterator[None]:
+    """Turn input errors raised inside the block (a bad file, a missing field) into a :class:`UsageError`
+    naming ``argument``. Keep the block to the loading call: errors of the method itself must stay bugs."""
+    errors: tuple[type[BaseException], ...] = (
+        ValueError,
+        OSError,
+        EOFError,
+        KeyError,
+        UnicodeDecodeError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        *extra,
+    )
+    try:
+        yield
+    except UsageError:
+        raise
+    except errors as exc:
+        raise UsageError(argument, _describe_error(exc)) from exc
+
+
+def _describe_error(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing field {exc.args[0]!r}" if exc.args else "missing field"
+    if isinstance(exc, EOFError):
+        return "the file is truncated or empty"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0] if len(text) < 400 else text[:400].splitlines()[0] + " ..."
+
+
+def require(module: str, dist: str, extra: str, purpose: str) -> Any:
+    """Import an optional dependency, or fail with one line naming the extra that provides it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise UsageError(
+            None, f"{purpose} needs the '{module}' module: pip install '{dist}[{extra}]'"
+        ) from exc
+
+
+def say(args: argparse.Namespace, text: str) -> None:
+    """Print a line on stdout unless ``--quiet``."""
+    if not getattr(args, "quiet", False):
+        print(text, flush=True)
+
+
+class _NullBar:
+    def __init__(self, total: int | None = None) -> None:
+        self.total = total
+        self.n = 0
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def set_description(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _NullBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def progress(total: int | None, desc: str, quiet: bool = False) -> Any:
+    """A tqdm progress bar on stderr (a silent stand-in when ``quiet`` or tqdm is missing)."""
+    if quiet:
+        return _NullBar(total)
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NullBar(total)
+    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, file=sys.stderr)
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (ddof=1); the std is None for fewer than two values."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return math.nan, None
+    mean = sum(vals) / len(vals)
+    if len(vals) < 2:
+        return mean, None
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in vals) / (len(vals) - 1))
+
+
+def fmt_mean_std(values: Sequence[float], digits: int = 2) -> str:
+    """``"97.87 ± 0.32"`` over several values (sample std), just ``"97.87"`` for one."""
+    mean, std = mean_std(values)
+    return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """A plain-text table with aligned columns."""
+    cells = [[str(c) for c in header], *[[str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

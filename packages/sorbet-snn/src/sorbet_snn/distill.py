@@ -1,0 +1,510 @@
+"""Multi-step knowledge distillation (paper Algorithm 3): S0 fine-tunes the FP teacher, S1 distils it
+into a W1A4 student, S2 adds PTsoftmax, S3 adds BSPN, S4 exports the spiking network; each stage
+starts from and distils from the previous one, and is saved so a rerun resumes after it."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ._contract import progress
+from .data import iterate_batches
+from .modeling import SorbetForSequenceClassification, convert_teacher, to_snn
+from .ops import BSPN
+
+__all__ = [
+    "PIPELINE_STAGES",
+    "StageSettings",
+    "evaluate",
+    "kd_loss",
+    "majority_baseline",
+    "metrics_for",
+    "param_groups",
+    "rep_loss",
+    "run_pipeline",
+    "soft_cross_entropy",
+    "train_stage",
+]
+
+PIPELINE_STAGES = ("S0", "S1", "S2", "S3", "S4")
+
+
+# ----------------------------------------------------------------------------------- losses
+
+
+def soft_cross_entropy(student: Tensor, teacher: Tensor, tau: float = 1.0) -> Tensor:
+    """The official "soft cross-entropy": ``mean over B x C of -softmax(t/tau) * log_softmax(s/tau)``
+    (it also averages over classes)."""
+    return (-torch.softmax(teacher / tau, dim=-1) * F.log_softmax(student / tau, dim=-1)).mean()
+
+
+def rep_loss(
+    student_hidden: tuple[Tensor, ...] | list[Tensor],
+    teacher_hidden: tuple[Tensor, ...] | list[Tensor],
+    mask: Tensor | None = None,
+) -> Tensor:
+    """``sum_{l=0}^{N} MSE(h_l^S, h_l^T)`` over the N+1 hidden states (each a mean over elements;
+    over real tokens only when ``mask`` is given)."""
+    if len(student_hidden) != len(teacher_hidden):
+        raise ValueError(
+            f"student has {len(student_hidden)} hidden states, teacher {len(teacher_hidden)}: "
+            "teacher and student need the same number of layers"
+        )
+    total = student_hidden[0].new_zeros(())
+    for hs, ht in zip(student_hidden, teacher_hidden):
+        if hs.shape != ht.shape:
+            raise ValueError(
+                f"hidden-state shapes differ (student {tuple(hs.shape)}, teacher "
+                f"{tuple(ht.shape)}): teacher and student need the same hidden size"
+            )
+        if mask is None:
+            total = total + F.mse_loss(hs, ht)
+        else:
+            m = mask[..., None].to(hs.dtype)
+            total = total + ((hs - ht) ** 2 * m).sum() / (m.sum() * hs.shape[-1])
+    return total
+
+
+def kd_loss(
+    student_out: Any,
+    teacher_out: Any,
+    *,
+    regression: bool = False,
+    tau: float = 1.0,
+    regression_logit_loss: str = "mse",
+    mask: Tensor | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """``L = L_logit + L_rep`` (the official flags: logits and hidden states, no attention term)."""
+    s, t = student_out.logits, teacher_out.logits.detach()
+    if regression:
+        logit = F.mse_loss(s, t) if regression_logit_loss == "mse" else s.new_zeros(())
+    else:
+        logit = soft_cross_entropy(s, t, tau)
+    rep = rep_loss(student_out.hidden_states, [h.detach() for h in teacher_out.hidden_states], mask)
+    return logit + rep, {"logit": float(logit.detach()), "rep": float(rep.detach())}
+
+
+# ---------------------------------------------------------------------------------- metrics
+
+
+def _mcc(pred: Tensor, gold: Tensor) -> float:
+    tp = float(((pred == 1) & (gold == 1)).sum())
+    tn = float(((pred == 0) & (gold == 0)).sum())
+    fp = float(((pred == 1) & (gold == 0)).sum())
+    fn = float(((pred == 0) & (gold == 1)).sum())
+    den = math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    return (tp * tn - fp * fn) / den if den else 0.0
+
+
+def _rank(x: Tensor) -> Tensor:
+    order = torch.argsort(x)
+    ranks = torch.empty_like(x)
+    ranks[order] = torch.arange(len(x), dtype=x.dtype)
+    for v in torch.unique(x):  # average ties
+        idx = x == v
+        ranks[idx] = ranks[idx].mean()
+    return ranks
+
+
+def _pearson(a: Tensor, b: Tensor) -> float:
+    a, b = a - a.mean(), b - b.mean()
+    den = float(a.norm() * b.norm())
+    return float((a * b).sum()) / den if den else 0.0
+
+
+def metrics_for(task: str, pred: Tensor, gold: Tensor) -> dict[str, float]:
+    """GLUE metrics: CoLA MCC; STS-B Pearson/Spearman; MRPC/QQP accuracy and F1; else accuracy.
+    ``main`` is the task's main metric (MRPC/QQP: mean of accuracy and F1; STS-B: mean of the two)."""
+    if task == "STS-B":
+        p = _pearson(pred.double(), gold.double())
+        s = _pearson(_rank(pred.double()), _rank(gold.double()))
+        return {"pearson": p, "spearman": s, "main": (p + s) / 2}
+    acc = float((pred == gold).double().mean())
+    out = {"accuracy": acc}
+    if task == "CoLA":
+        out["mcc"] = _mcc(pred, gold)
+        out["main"] = out["mcc"]
+    elif task in ("MRPC", "QQP"):
+        tp = float(((pred == 1) & (gold == 1)).sum())
+        prec = tp / max(float((pred == 1).sum()), 1.0)
+        rec = tp / max(float((gold == 1).sum()), 1.0)
+        out["f1"] = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+        out["main"] = (acc + out["f1"]) / 2
+    else:
+        out["main"] = acc
+    return out
+
+
+@torch.no_grad()
+def predict(model: nn.Module, data: dict[str, Tensor], batch_size: int = 64) -> Tensor:
+    """Predicted classes (or regression values) of ``model`` on encoded ``data``."""
+    was = model.training
+    model.eval()
+    outs = []
+    for batch in iterate_batches(data, batch_size):
+        logits = model(
+            batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
+        ).logits
+        outs.append(logits.squeeze(-1) if logits.shape[-1] == 1 else logits.argmax(-1))
+    model.train(was)
+    return torch.cat(outs)
+
+
+def evaluate(
+    model: nn.Module, data: dict[str, Tensor], task: str, batch_size: int = 64
+) -> tuple[dict[str, float], Tensor]:
+    """Metrics and predictions of ``model`` on encoded ``data`` (which must hold ``labels``)."""
+    pred = predict(model, data, batch_size)
+    return metrics_for(task, pred, data["labels"]), pred
+
+
+def majority_baseline(train_labels: Tensor, data: dict[str, Tensor], task: str) -> dict[str, float]:
+    """The trivial baseline: always the most frequent training class (the training mean for STS-B)."""
+    gold = data["labels"]
+    if task == "STS-B":
+        pred = torch.full_like(gold, float(train_labels.float().mean()))
+        return {"pearson": 0.0, "spearman": 0.0, "main": 0.0}
+    major = int(torch.bincount(train_labels.long()).argmax())
+    return metrics_for(task, torch.full_like(gold, major), gold)
+
+
+# --------------------------------------------------------------------------------- training
+
+
+@dataclass
+class StageSettings:
+    """Optimisation settings of one stage (AdamW, linear warm-up over ``warmup_frac`` of the steps then
+    linear decay, weight decay except on biases and ``LayerNorm.weight``; quantiser steps get their
+    own group with ``alpha_lr`` and no decay)."""
+
+    epochs: float = 1.0
+    lr: float = 1e-4
+    batch_size: int = 32
+    weight_decay: float = 0.01
+    alpha_lr: float = 1e-4
+    warmup_frac: float = 0.1
+    eval_every: int = 100
+    max_steps: int | None = None
+    tau: float = 1.0
+    grad_clip: float = 1.0
+    teacher_train_mode: bool = False
+    mask_padding_in_kd: bool = False
+    seed: int = 0
+
+
+def param_groups(
+    model: nn.Module, lr: float, weight_decay: float, alpha_lr: float
+) -> list[dict[str, Any]]:
+    """Deterministic parameter groups: decayed, not decayed (``bias``, ``LayerNorm.weight``) and the
+    quantiser steps (``alpha``)."""
+    decay, no_decay, alphas = [], [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        if name.endswith("alpha"):
+            alphas.append(p)
+        elif "bias" in name or "LayerNorm.weight" in name:
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    groups = [
+        {"params": decay, "lr": lr, "weight_decay": weight_decay},
+        {"params": no_decay, "lr": lr, "weight_decay": 0.0},
+    ]
+    if alphas:
+        groups.append({"params": alphas, "lr": alpha_lr, "weight_decay": 0.0})
+    return groups
+
+
+def train_stage(
+    student: SorbetForSequenceClassification,
+    teacher: nn.Module | None,
+    train: dict[str, Tensor],
+    val: dict[str, Tensor],
+    task: str,
+    settings: StageSettings,
+    *,
+    desc: str = "train",
+    quiet: bool = False,
+) -> dict[str, Any]:
+    """Train ``student`` in place: distil from ``teacher`` (KD loss), or fit the labels when
+    ``teacher`` is None (S0). Evaluates on ``val`` every ``eval_every`` steps and at the end, and
+    keeps the best checkpoint by the task's main metric."""
+    torch.manual_seed(settings.seed)
+    n = train["input_ids"].shape[0]
+    per_epoch = math.ceil(n / settings.batch_size)
+    steps = max(1, int(round(settings.epochs * per_epoch)))
+    if settings.max_steps is not None:
+        steps = min(steps, settings.max_steps)
+    for module in student.modules():
+        if isinstance(module, BSPN):
+            module.warmup = min(module.warmup, max(1, steps // 10))
+    groups = param_groups(student, settings.lr, settings.weight_decay, settings.alpha_lr)
+    optim = torch.optim.AdamW(groups, eps=1e-6)
+    warm = max(1, int(settings.warmup_frac * steps))
+
+    def schedule(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return max(0.0, (steps - step) / max(1, steps - warm))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, schedule)
+    if teacher is not None:
+        teacher.train(settings.teacher_train_mode)
+    regression = student.config.num_labels == 1
+    gen = torch.Generator().manual_seed(settings.seed)
+    best: dict[str, Any] = {"main": -math.inf, "step": 0, "state": None}
+    history: list[dict[str, float]] = []
+    step = 0
+    start = time.perf_counter()
+    bar = progress(steps, desc, quiet)
+    last_loss = math.nan
+
+    def check() -> None:
+        metrics, _ = evaluate(student, val, task)
+        history.append({"step": step, "loss": last_loss, **metrics})
+        if metrics["main"] > best["main"]:
+            best.update(main=metrics["main"], step=step, state=copy.deepcopy(student.state_dict()))
+
+    student.train()
+    while step < steps:
+        for batch in iterate_batches(train, settings.batch_size, shuffle=True, generator=gen):
+            if step >= steps:
+                break
+            out = student(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            if teacher is None:
+                loss = _label_loss(out.logits, batch["labels"], regression)
+            else:
+                with torch.no_grad():
+                    t_out = teacher(
+                        batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
+                    )
+                loss, _ = kd_loss(
+                    out,
+                    t_out,
+                    regression=regression,
+                    tau=settings.tau,
+                    mask=batch["attention_mask"] if settings.mask_padding_in_kd else None,
+                )
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            if settings.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(student.parameters(), settings.grad_clip)
+            optim.step()
+            sched.step()
+            step += 1
+            last_loss = float(loss.detach())
+            if not math.isfinite(last_loss):
+                raise FloatingPointError(f"{desc}: loss is {last_loss} at step {step}")
+            bar.update(1)
+            bar.set_postfix(loss=f"{last_loss:.4f}")
+            if settings.eval_every and step % settings.eval_every == 0 and step < steps:
+                check()
+                student.train()
+    bar.close()
+    check()
+    if best["state"] is not None:
+        student.load_state_dict(best["state"])
+    student.eval()
+    return {
+        "steps": steps,
+        "best_step": best["step"],
+        "val_main": best["main"],
+        "history": history,
+        "wall_time_s": time.perf_counter() - start,
+    }
+
+
+def _label_loss(logits: Tensor, labels: Tensor, regression: bool) -> Tensor:
+    if regression:
+        return F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
+    return F.cross_entropy(logits, labels)
+
+
+# --------------------------------------------------------------------------------- pipeline
+
+
+@dataclass
+class PipelineSettings:
+    """Settings of the whole S0-S4 plan (saved beside every stage checkpoint)."""
+
+    stages: tuple[str, ...] = PIPELINE_STAGES
+    teacher: StageSettings = field(default_factory=lambda: StageSettings(epochs=3, lr=3e-5))
+    student: StageSettings = field(default_factory=lambda: StageSettings(epochs=3, lr=1e-4))
+    finetune_teacher: str = "auto"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    engine: str = "closed_form"
+
+
+def _stage_dir(out: Path, stage: str) -> Path:
+    return out / "stages" / stage
+
+
+def _saved(out: Path, stage: str, key: dict[str, Any]) -> dict[str, Any] | None:
+    meta = _stage_dir(out, stage) / "stage.json"
+    if not meta.is_file():
+        return None
+    saved = json.loads(meta.read_text("utf-8"))
+    if json.loads(json.dumps(saved.get("key"), default=str)) != json.loads(
+        json.dumps(key, default=str)
+    ):
+        raise ValueError(
+            f"{meta} was made with other settings; pass --overwrite to retrain it or use "
+            "another --out"
+        )
+    return dict(saved)
+
+
+def _save(
+    out: Path, stage: str, model: nn.Module, key: dict[str, Any], info: dict[str, Any]
+) -> None:
+    folder = _stage_dir(out, stage)
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(folder))  # type: ignore[operator]
+    text = json.dumps({"key": key, "info": info}, indent=2, default=str)
+    (folder / "stage.json").write_text(text + "\n", "utf-8")
+
+
+def run_pipeline(
+    teacher: nn.Module,
+    train: dict[str, Tensor],
+    val: dict[str, Tensor],
+    dev: dict[str, Tensor],
+    task: str,
+    out: Path,
+    settings: PipelineSettings,
+    *,
+    resume: bool = True,
+    overwrite: bool = False,
+    quiet: bool = False,
+    log: Callable[[str], None] = print,
+    key: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run the stage plan; returns per-stage metrics (val, dev), S4 agreement with S3 and the spiking
+    model (under ``"snn"``). Each stage is saved in ``out/stages/<S>`` and reloaded on a rerun when
+    ``resume`` and its settings match (``key`` plus the stage's own settings)."""
+    base_key = {"task": task, **(key or {}), "overrides": settings.overrides}
+    results: dict[str, Any] = {"stages": {}}
+    headless = not hasattr(teacher, "classifier")
+    do_s0 = "S0" in settings.stages and (
+        settings.finetune_teacher == "always"
+        or (settings.finetune_teacher == "auto" and headless)
+    )
+    current, report = convert_teacher(teacher, "fp")
+    if headless:
+        log(f"teacher has no classification head: {report.summary()}")
+    previous: nn.Module = current
+    fp_model: nn.Module = current
+    plan = ["S0"] if do_s0 else []
+    plan += [s for s in ("S1", "S2", "S3") if s in settings.stages]
+    keys = {}
+    for stage in plan:  # check every saved stage before any work
+        stage_settings = settings.teacher if stage == "S0" else settings.student
+        keys[stage] = {**base_key, "stage": stage, "settings": asdict(stage_settings)}
+        if resume and not overwrite:
+            _saved(out, stage, keys[stage])
+    for index, stage in enumerate(plan):
+        stage_settings = settings.teacher if stage == "S0" else settings.student
+        stage_key = keys[stage]
+        try:
+            saved = _saved(out, stage, stage_key) if resume else None
+        except ValueError:
+            saved = None  # --overwrite: settings changed, retrain this stage
+        if saved is not None:
+            model = SorbetForSequenceClassification.from_pretrained(str(_stage_dir(out, stage)))
+            model.eval()
+            info = saved["info"]
+            log(f"{stage}: resumed from {_stage_dir(out, stage).name} (saved run)")
+        else:
+            if stage == "S0":
+                model, teacher_for_stage = current, None
+            else:
+                model, rep = convert_teacher(previous, stage, **settings.overrides)
+                teacher_for_stage = previous
+                log(rep.summary())
+            info = train_stage(
+                model,
+                teacher_for_stage,
+                train,
+                val,
+                task,
+                stage_settings,
+                desc=stage,
+                quiet=quiet,
+            )
+            _save(out, stage, model, stage_key, info)
+        dev_metrics, dev_pred = evaluate(model, dev, task)
+        results["stages"][stage] = {
+            "val": info["val_main"],
+            "dev": dev_metrics,
+            "steps": info["steps"],
+            "best_step": info["best_step"],
+            "train_wall_time_s": info["wall_time_s"],
+            "config": {k: getattr(model.config, k) for k in ("weight_bits", "act_bits", "softmax", "norm")},
+        }
+        results["stages"][stage]["_pred"] = dev_pred
+        previous = model
+        if stage == "S0":
+            fp_model = model
+        log(f"{stage}: dev {dev_metrics['main']:.4f} (val {info['val_main']:.4f}) [{index + 1}/{len(plan)}]")
+    if not do_s0:
+        dev_metrics, dev_pred = evaluate(current, dev, task)
+        results["stages"]["teacher"] = {"dev": dev_metrics, "_pred": dev_pred}
+    if "S4" in settings.stages:
+        if "S3" not in results["stages"]:
+            raise ValueError("S4 (the spiking export) needs S3 in the stage plan")
+        snn = to_snn(previous, engine=settings.engine)  # type: ignore[arg-type]
+        dev_metrics, dev_pred = evaluate(snn, dev, task)
+        s3_pred = results["stages"]["S3"]["_pred"]
+        agree = float((dev_pred == s3_pred).double().mean())
+        results["stages"]["S4"] = {"dev": dev_metrics, "agreement_with_S3": agree}
+        results["snn"] = snn
+        log(f"S4: dev {dev_metrics['main']:.4f}, agreement with S3 {agree:.4f}")
+    results["final"] = previous
+    results["fp_teacher"] = fp_model
+    for stage in results["stages"].values():
+        stage.pop("_pred", None)
+    return results
+
+
+
+def bow_baseline(
+    train: dict[str, Tensor],
+    dev: dict[str, Tensor],
+    vocab_size: int,
+    num_labels: int,
+    *,
+    epochs: int = 30,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Bag-of-words logistic regression (token counts, full-batch Adam): a baseline that ignores word
+    order, so it cannot solve negation or "but" clauses."""
+
+    def bags(data: dict[str, Tensor]) -> Tensor:
+        ids = data["input_ids"] * data["attention_mask"]
+        out = torch.zeros(ids.shape[0], vocab_size)
+        out.scatter_add_(1, ids, data["attention_mask"].float())
+        out[:, 0] = 0.0
+        return out
+
+    torch.manual_seed(seed)
+    x, y = bags(train), train["labels"]
+    lin = nn.Linear(vocab_size, num_labels)
+    opt = torch.optim.Adam(lin.parameters(), lr=0.05)
+    for _ in range(epochs * 10):
+        opt.zero_grad()
+        F.cross_entropy(lin(x), y).backward()
+        opt.step()
+    with torch.no_grad():
+        pred = lin(bags(dev)).argmax(-1)
+    return {"pred": pred}
