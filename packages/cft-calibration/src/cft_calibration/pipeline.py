@@ -192,9 +192,9 @@ def run_pipeline(
     for j, (name, tcfg, reg) in enumerate(jobs):
         model = copy.deepcopy(aligned)
         t0 = time.perf_counter()
-        res = train(model, splits["train"], seeded(tcfg, 10 + j), reg, splits["val"], progress)
+        fit = train(model, splits["train"], seeded(tcfg, 10 + j), reg, splits["val"], progress)
         out["seconds"][name] = time.perf_counter() - t0
-        out["selected"][f"{name}_epoch"] = res.selected_epoch
+        out["selected"][f"{name}_epoch"] = fit.selected_epoch
         record(name, model)
     if keep_probs:
         out["probs"] = probs_kept

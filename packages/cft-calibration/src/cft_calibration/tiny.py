@@ -86,7 +86,7 @@ def tiny_causal_lm(
                 eos_token_id=tok.eos_token_id,
                 tie_word_embeddings=False,
             )
-            model = transformers.LlamaForCausalLM(cfg)
+            model: Any = transformers.LlamaForCausalLM(cfg)
         elif arch == "gpt2":
             cfg2 = transformers.GPT2Config(
                 vocab_size=len(tok),
