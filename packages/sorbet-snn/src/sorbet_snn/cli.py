@@ -113,7 +113,7 @@ def write_snn(model: Any, tokenizer: Any, folder: Path, info: dict[str, Any]) ->
         if isinstance(module, QuantLinear) and module.act_quant is not None:
             w = module.effective_weight().detach()
             layers[name] = {
-                "alpha": float(module.act_quant.alpha),
+                "alpha": float(module.act_quant.alpha.detach()),
                 "weight_scale": float(w.abs().amax()),
                 "signed_input": module.signed,
             }
@@ -196,7 +196,7 @@ def _prepare(args: argparse.Namespace, train_split: Any, dev_split: Any, tokeniz
 
     from .data import encode
 
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(args.seed)
     order = torch.randperm(len(train_split), generator=gen).tolist()
     val_n = min(args.val_size, max(1, len(order) // 5))
@@ -233,6 +233,7 @@ def _distill_and_report(
             teacher, train, val, dev, task, Path(args.out), settings,
             resume=args.resume, overwrite=args.overwrite, quiet=args.quiet,
             log=lambda s: say(args, s), key=key,
+            save_extra=lambda folder: _save_extra(tokenizer, folder, task, args.max_len),
         )  # fmt: skip
     except ValueError as exc:
         if "other settings" in str(exc):
@@ -271,6 +272,12 @@ def _distill_and_report(
     return Report(results, table=text, files=files)
 
 
+def _save_extra(tokenizer: Any, folder: Path, task: str, max_len: int) -> None:
+    tokenizer.save_pretrained(str(folder))
+    info = {"task": task, "max_len": max_len}
+    (folder / "sorbet_task.json").write_text(json.dumps(info, indent=2) + "\n", "utf-8")
+
+
 def _energy_summary(report: dict[str, Any]) -> dict[str, Any]:
     keep = ("samples", "mean_tokens", "time_steps", "signed_encoding", "firing_rate", "e_ann_pJ",
             "e_snn_pJ", "energy_ratio", "ann_macs_total", "constants_pJ", "constants_source")  # fmt: skip
@@ -280,10 +287,11 @@ def _energy_summary(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_evaluate(args: argparse.Namespace) -> Report:
+    split = _load_split(args.data, args.task, args.split) if args.task else None
     with blame("--model", RuntimeError, OSError):
         model, tokenizer, info = load_model(args.model)
-    task = args.task or info.get("task")
-    split = _load_split(args.data, task, args.split)
+    if split is None:
+        split = _load_split(args.data, info.get("task"), args.split)
     if split.labels is None:
         raise C.UsageError("--split", f"{split.path} has no labels")
     from .data import encode
@@ -319,10 +327,11 @@ def run_energy(args: argparse.Namespace) -> Report:
 
     constants = EnergyConstants(args.e_mac, args.e_ac, args.e_add_fp, args.e_mult_fp,
                                 args.e_add_int, args.e_shift)  # fmt: skip
+    split = _load_split(args.data, args.task, args.split) if args.task else None
     with blame("--model", RuntimeError, OSError):
         model, tokenizer, info = load_model(args.model)
-    task = args.task or info.get("task")
-    split = _load_split(args.data, task, args.split)
+    if split is None:
+        split = _load_split(args.data, info.get("task"), args.split)
     if "spiking" not in info:
         if not model.config.quantized:
             raise C.UsageError("--model", "energy needs a quantised (exportable) model")
@@ -455,6 +464,9 @@ def _common_train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=["closed_form", "simulate"], default="closed_form",
                    help="spike engine of S4: closed-form counts or the step simulator "
                    "(default: closed_form)")  # fmt: skip
+    p.add_argument("--threads", type=C.positive_int(), default=1,
+                   help="torch CPU threads (default: 1; on a shared CPU more threads mostly "
+                   "contend)")  # fmt: skip
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                    help="reuse stage checkpoints in --out/stages saved with the same settings "
                    "(default: on)")  # fmt: skip

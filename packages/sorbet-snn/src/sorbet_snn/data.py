@@ -359,12 +359,27 @@ def iterate_batches(
     *,
     shuffle: bool = False,
     generator: torch.Generator | None = None,
+    bucket: int = 0,
 ) -> Iterator[dict[str, Tensor]]:
-    """Batches trimmed to their longest sequence (dynamic padding)."""
+    """Batches trimmed to their longest sequence (dynamic padding).
+
+    ``bucket > 0`` (with ``shuffle``) sorts windows of ``bucket`` batches by length before batching
+    and shuffles the batches, so little compute goes into padding.
+    """
     n = data["input_ids"].shape[0]
     order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
-    for start in range(0, n, batch_size):
-        idx = order[start : start + batch_size]
+    batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
+    if shuffle and bucket > 0:
+        lengths = data["attention_mask"].sum(dim=1)
+        window = batch_size * bucket
+        batches = []
+        for start in range(0, n, window):
+            chunk = order[start : start + window]
+            chunk = chunk[torch.argsort(lengths[chunk], stable=True)]
+            batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+        perm = torch.randperm(len(batches), generator=generator).tolist()
+        batches = [batches[i] for i in perm]
+    for idx in batches:
         batch = {k: v[idx] for k, v in data.items()}
         length = int(batch["attention_mask"].sum(dim=1).max())
         for key in ("input_ids", "attention_mask", "token_type_ids"):

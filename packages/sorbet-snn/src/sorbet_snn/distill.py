@@ -278,7 +278,9 @@ def train_stage(
 
     student.train()
     while step < steps:
-        for batch in iterate_batches(train, settings.batch_size, shuffle=True, generator=gen):
+        for batch in iterate_batches(
+            train, settings.batch_size, shuffle=True, generator=gen, bucket=20
+        ):
             if step >= steps:
                 break
             out = student(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
@@ -389,8 +391,10 @@ def run_pipeline(
     quiet: bool = False,
     log: Callable[[str], None] = print,
     key: dict[str, Any] | None = None,
+    save_extra: Callable[[Path], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the stage plan; returns per-stage metrics (val, dev), S4 agreement with S3 and the spiking
+    """Run the stage plan (``save_extra(folder)`` adds files, e.g. the tokenizer, to every saved
+    stage); returns per-stage metrics (val, dev), S4 agreement with S3 and the spiking
     model (under ``"snn"``). Each stage is saved in ``out/stages/<S>`` and reloaded on a rerun when
     ``resume`` and its settings match (``key`` plus the stage's own settings)."""
     base_key = {"task": task, **(key or {}), "overrides": settings.overrides}
@@ -443,6 +447,8 @@ def run_pipeline(
                 quiet=quiet,
             )
             _save(out, stage, model, stage_key, info)
+            if save_extra is not None:
+                save_extra(_stage_dir(out, stage))
         dev_metrics, dev_pred = evaluate(model, dev, task)
         results["stages"][stage] = {
             "val": info["val_main"],

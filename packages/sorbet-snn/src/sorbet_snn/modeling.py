@@ -744,3 +744,18 @@ def reset_spike_state(model: nn.Module) -> None:
     recorder = _recorder_of(model)
     if recorder is not None:
         recorder.reset()
+
+
+def _register_auto_classes() -> None:
+    """Make ``AutoConfig`` / ``AutoModel`` / ``AutoModelForSequenceClassification`` know ``sorbet``."""
+    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification
+
+    try:
+        AutoConfig.register("sorbet", SorbetConfig)
+        AutoModel.register(SorbetConfig, SorbetModel)
+        AutoModelForSequenceClassification.register(SorbetConfig, SorbetForSequenceClassification)
+    except ValueError:  # already registered (a module reload)
+        pass
+
+
+_register_auto_classes()

@@ -1,0 +1,57 @@
+import torch
+from transformers import BertConfig
+
+from sorbet_snn import SorbetConfig
+from sorbet_snn.energy import EnergyConstants, ann_macs
+from sorbet_snn.modeling import QuantLinear, SpikeRecorder, SpikeSettings, _Spiking
+from sorbet_snn.neuron import threshold
+
+
+def spiking_layer(levels):
+    cfg = SorbetConfig(hidden_size=4, num_attention_heads=1, act_bits=2)
+    layer = QuantLinear(4, 3, cfg, signed=False).eval()
+    with torch.no_grad():
+        layer.act_quant.alpha.fill_(1.0)
+        layer.act_quant.initialized.fill_(True)
+    rec = SpikeRecorder()
+    layer.spiking = _Spiking(SpikeSettings(4, threshold(4)), rec)
+    out = layer(levels)
+    return layer, rec, out
+
+
+def test_four_to_three_layer_counts_18_acs():
+    _, rec, _ = spiking_layer(torch.tensor([[0.0, 1.0, 2.0, 3.0]]))
+    (r,) = rec.records
+    assert r["spikes"] == 6 and r["acs"] == 18 and r["outputs"] == 3
+    c = EnergyConstants()
+    rescale = 3 * (c.e_add_int + c.e_shift + c.e_mult_fp32)
+    energy = r["acs"] * c.e_ac + rescale
+    assert abs(energy - (18 * 0.9 + 3 * (0.1 + 0.1 + 3.7))) < 1e-12
+
+
+def test_ann_reference_layer_is_12_macs():
+    cfg = BertConfig(hidden_size=4, intermediate_size=3, num_hidden_layers=1, num_labels=2)
+    macs = ann_macs(cfg, torch.tensor([1.0]))
+    # one token: Q, K, V, O are 4 x 16 MACs, the 4 -> 3 FFN-in and 3 -> 4 FFN-out layers 12 each
+    assert macs["encoder_linear"] == 4 * 16 + 12 + 12
+    assert macs["classifier"] == 8 and macs["pooler"] == 16
+
+
+def test_bert_base_mac_identity():
+    cfg = BertConfig()  # H 768, I 3072, N 12
+    macs = ann_macs(cfg, torch.tensor([128.0]))
+    assert macs["encoder_linear"] + macs["encoder_attention"] == 11_173_625_856
+
+
+def test_all_zero_unsigned_input_has_no_spikes():
+    _, rec, _ = spiking_layer(torch.zeros(2, 4))
+    (r,) = rec.records
+    assert r["spikes"] == 0 and r["acs"] == 0 and r["outputs"] == 6
+
+
+def test_constants_scale_energies_and_keep_ratio(tiny_snn_report):
+    base, doubled = tiny_snn_report
+    assert abs(doubled["e_snn_pJ"] - 2 * base["e_snn_pJ"]) < 1e-6 * base["e_snn_pJ"]
+    assert abs(doubled["e_ann_pJ"] - 2 * base["e_ann_pJ"]) < 1e-6 * base["e_ann_pJ"]
+    assert abs(doubled["energy_ratio"] - base["energy_ratio"]) < 1e-9
+    assert base["e_snn_pJ"] > 0 and 0 < base["firing_rate"] < 1
