@@ -56,9 +56,8 @@ def tiny_batch(seed: int = 0, batch: int = 4, length: int = 9, vocab: int = 60):
 @pytest.fixture(scope="session")
 def trained_s3():
     """A tiny S3 student with initialised quantiser steps and warmed-up BSPN (no real training)."""
-    from transformers import BertForSequenceClassification
-
     from sorbet_snn import convert_teacher
+    from transformers import BertForSequenceClassification
 
     torch.manual_seed(0)
     teacher = BertForSequenceClassification(tiny_bert_config()).eval()

@@ -2,10 +2,9 @@ import json
 
 import pytest
 import torch
-from transformers import BertConfig, BertForSequenceClassification
-
 from sorbet_snn.cli import build_cli, main
 from sorbet_snn.data import word_tokenizer, write_synthetic_glue
+from transformers import BertConfig, BertForSequenceClassification
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,4 @@
 import pytest
-
 from sorbet_snn.data import detect_task, load_glue, make_synthetic, write_synthetic_glue
 
 
@@ -17,14 +16,18 @@ def test_sst2_with_a_lone_quote(tmp_path):
 
 
 def test_cola_without_header(tmp_path):
-    folder = write(tmp_path / "cola", "dev.tsv", "gj04\t1\t\tThe cat sat.\ngj04\t0\t*\tCat the sat.\n")
+    folder = write(
+        tmp_path / "cola", "dev.tsv", "gj04\t1\t\tThe cat sat.\ngj04\t0\t*\tCat the sat.\n"
+    )
     split = load_glue(folder, "dev")
     assert split.task == "CoLA" and split.text_a == ["The cat sat.", "Cat the sat."]
     assert split.labels == [1, 0]
 
 
 def test_pair_tasks_and_regression(tmp_path):
-    rte = write(tmp_path / "RTE", "dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\tA\tB\tnot_entailment\n")
+    rte = write(
+        tmp_path / "RTE", "dev.tsv", "index\tsentence1\tsentence2\tlabel\n0\tA\tB\tnot_entailment\n"
+    )
     assert load_glue(rte, "dev").labels == [1]
     sts = write(
         tmp_path / "sts-b",
@@ -58,7 +61,7 @@ def test_test_file_has_no_labels(tmp_path):
 def test_errors_name_what_is_wrong(tmp_path):
     with pytest.raises(ValueError, match="supported: SST-2"):
         detect_task("imdb")
-    with pytest.raises(ValueError, match="expected .*dev.tsv"):
+    with pytest.raises(ValueError, match=r"expected .*dev\.tsv"):
         load_glue(tmp_path / "SST-2", "dev")
     bad_col = write(tmp_path / "a" / "SST-2", "train.tsv", "text\tlabel\nx\t1\n")
     with pytest.raises(ValueError, match="missing column 'sentence'"):
@@ -72,9 +75,7 @@ def test_errors_name_what_is_wrong(tmp_path):
     short = write(tmp_path / "d" / "RTE", "train.tsv", "index\tsentence1\tsentence2\tlabel\n0\tA\n")
     with pytest.raises(ValueError, match="row 2 has 2 columns"):
         load_glue(short, "train")
-    inf = write(
-        tmp_path / "e" / "STS-B", "train.tsv", "sentence1\tsentence2\tscore\na\tb\tinf\n"
-    )
+    inf = write(tmp_path / "e" / "STS-B", "train.tsv", "sentence1\tsentence2\tscore\na\tb\tinf\n")
     with pytest.raises(ValueError, match="not finite"):
         load_glue(inf, "train")
 

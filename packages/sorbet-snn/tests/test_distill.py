@@ -4,8 +4,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import BertForSequenceClassification
-
 from sorbet_snn.distill import (
     PipelineSettings,
     StageSettings,
@@ -14,6 +12,7 @@ from sorbet_snn.distill import (
     run_pipeline,
     soft_cross_entropy,
 )
+from transformers import BertForSequenceClassification
 
 from .conftest import tiny_batch, tiny_bert_config
 

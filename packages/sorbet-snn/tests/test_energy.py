@@ -1,10 +1,9 @@
 import torch
-from transformers import BertConfig
-
 from sorbet_snn import SorbetConfig
 from sorbet_snn.energy import EnergyConstants, ann_macs
 from sorbet_snn.modeling import QuantLinear, SpikeRecorder, SpikeSettings, _Spiking
 from sorbet_snn.neuron import threshold
+from transformers import BertConfig
 
 
 def spiking_layer(levels):

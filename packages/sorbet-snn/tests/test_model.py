@@ -1,12 +1,5 @@
 import pytest
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModelForSequenceClassification,
-    BertForSequenceClassification,
-    BertModel,
-)
-
 from sorbet_snn import (
     SorbetConfig,
     SorbetForSequenceClassification,
@@ -14,6 +7,12 @@ from sorbet_snn import (
     reset_spike_state,
     stage_config,
     to_snn,
+)
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    BertForSequenceClassification,
+    BertModel,
 )
 
 from .conftest import tiny_batch, tiny_bert_config

@@ -4,7 +4,6 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-
 from sorbet_snn import IFNeuron, if_closed_form, if_counts, if_simulate, threshold
 
 LEVELS = torch.arange(-5, 41)

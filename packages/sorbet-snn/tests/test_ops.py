@@ -4,7 +4,6 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-
 from sorbet_snn import BSPN, LSQQuantizer, binarize, npot, pot, ptsoftmax
 
 
@@ -53,6 +52,12 @@ def test_ptsoftmax_exact_partition_equals_base2_softmax():
     s = torch.randn(4, 7, dtype=torch.float64) * 3
     p = ptsoftmax(s, ceil=False, partition="exact")
     assert torch.allclose(p, torch.softmax(s * math.log(2), -1), atol=1e-6)
+
+
+def test_ptsoftmax_ste_forward_is_exact():
+    s = (torch.randn(3, 5) * 3).requires_grad_()
+    assert torch.equal(ptsoftmax(s), ptsoftmax(s.detach()))
+    assert is_pot_or_zero(ptsoftmax(s).detach())
 
 
 def test_ptsoftmax_gradients_ste_nonzero_official_zero():
@@ -137,7 +142,7 @@ def test_bspn_ste_gradients_and_official_zero():
 
 
 def test_bspn_rejects_indivisible_groups():
-    with pytest.raises(ValueError, match="10.*3"):
+    with pytest.raises(ValueError, match=r"10 is not divisible by groups 3"):
         BSPN(10, 3)
 
 

@@ -51,6 +51,7 @@ def load_teacher(spec: Any, num_labels: int) -> tuple[Any, Any, str]:
         raise ValueError(f"cannot load a tokenizer from {path}: {exc}") from exc
     config = AutoConfig.from_pretrained(str(path))
     archs = list(getattr(config, "architectures", None) or [])
+    model: Any
     if config.model_type == "sorbet":
         model = SorbetForSequenceClassification.from_pretrained(str(path))
     elif config.model_type != "bert":
@@ -87,7 +88,9 @@ def load_model(folder: Path) -> tuple[Any, Any, dict[str, Any]]:
     spiking = folder / "spiking.json"
     if spiking.is_file():
         meta = json.loads(spiking.read_text("utf-8"))
-        model = to_snn(model, signed_encoding=meta["signed_encoding"], theta_mode=meta["theta_mode"])
+        model = to_snn(
+            model, signed_encoding=meta["signed_encoding"], theta_mode=meta["theta_mode"]
+        )
         info["spiking"] = meta
     return model, tokenizer, info
 
@@ -218,14 +221,17 @@ def _distill_and_report(
     teacher_name: str,
     extra: dict[str, Any] | None = None,
 ) -> Report:
+    from .data import iterate_batches
     from .distill import majority_baseline, run_pipeline
     from .energy import EnergyConstants, energy_report
-    from .data import iterate_batches
 
     task = train_split.task
     train, val, dev, n_train, n_val = _prepare(args, train_split, dev_split, tokenizer)
-    say(args, f"data: {task} from {C.display_path(args.data)} ({n_train} train, {n_val} validation "
-        f"held out of train, {len(dev_split)} {args.dev_split}); teacher: {teacher_name}")
+    say(
+        args,
+        f"data: {task} from {C.display_path(args.data)} ({n_train} train, {n_val} validation "
+        f"held out of train, {len(dev_split)} {args.dev_split}); teacher: {teacher_name}",
+    )
     settings = _settings(args, teacher_name == "tiny")
     key = {"teacher": teacher_name, "train": n_train, "val": n_val, "max_len": args.max_len}
     try:
@@ -312,7 +318,9 @@ def run_export(args: argparse.Namespace) -> Report:
     if "spiking" in info:
         raise C.UsageError("--model", f"{args.model} is already a spiking export")
     if not model.config.quantized:
-        raise C.UsageError("--model", f"{args.model} is full precision; export needs a quantised model")
+        raise C.UsageError(
+            "--model", f"{args.model} is full precision; export needs a quantised model"
+        )
     folder = Path(args.out) / "snn"
     meta = write_snn(model, tokenizer, folder, info)
     results = {"time_steps": meta["time_steps"], "theta": f"{meta['theta_num']}/{meta['theta_den']}",
@@ -359,11 +367,17 @@ def run_demo(args: argparse.Namespace) -> Report:
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from .data import encode, iterate_batches, load_glue, write_synthetic_glue, word_tokenizer
-    from .distill import bow_baseline, metrics_for, run_pipeline, majority_baseline
+    from .data import encode, iterate_batches, load_glue, word_tokenizer, write_synthetic_glue
+    from .distill import (
+        PipelineSettings,
+        StageSettings,
+        bow_baseline,
+        majority_baseline,
+        metrics_for,
+        run_pipeline,
+    )
     from .energy import EnergyConstants, energy_report
     from .modeling import to_snn
-    from .distill import PipelineSettings, StageSettings
 
     _offline()
     torch.set_num_threads(1)  # tiny matrices: one thread (threads only contend on a shared CPU)
@@ -381,9 +395,15 @@ def run_demo(args: argparse.Namespace) -> Report:
         epochs = (8.0, 2.0) if quick else (10.0, 3.0)
         for seed in seeds:
             torch.manual_seed(seed)
-            cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_hidden_layers=2,
-                             num_attention_heads=4, intermediate_size=inter,
-                             max_position_embeddings=64, num_labels=2)  # fmt: skip
+            cfg = BertConfig(
+                vocab_size=tok.vocab_size,
+                hidden_size=hidden,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=inter,
+                max_position_embeddings=64,
+                num_labels=2,
+            )  # type: ignore[call-arg]
             teacher = BertForSequenceClassification(cfg).eval()
             n_val = 200
             train = encode(tok, train_split.subset(range(n_val, len(train_split))), 32)

@@ -176,8 +176,7 @@ def stage_config(base: Any, stage: str, **overrides: Any) -> SorbetConfig:
         raise ValueError(f"unknown stage {stage!r}; accepted: {', '.join(STAGES)}")
     if getattr(base, "position_embedding_type", "absolute") not in (None, "absolute"):
         raise ValueError(
-            "only absolute position embeddings are supported, got "
-            f"{base.position_embedding_type!r}"
+            f"only absolute position embeddings are supported, got {base.position_embedding_type!r}"
         )
     if getattr(base, "is_decoder", False):
         raise ValueError("decoder BERT configs (is_decoder=True) are not supported")

@@ -225,7 +225,8 @@ NEGATORS = "not never hardly barely".split()
 FILLERS = (
     "overall honestly frankly basically actually anyway still also though indeed clearly "
     "apparently mostly literally simply generally personally admittedly"
-).split() + ["i think", "to be fair"]
+).split()
+FILLERS = [*FILLERS, "i think", "to be fair"]
 
 
 def _clause(rng: random.Random, label: int, negated: bool) -> list[str]:
@@ -318,7 +319,7 @@ def synthetic_vocab() -> list[str]:
 def word_tokenizer(folder: str | Path, vocab: Sequence[str] | None = None) -> Any:
     """A deterministic word-level tokenizer (a BERT WordPiece tokenizer over whole words) saved in
     ``folder``; the default vocabulary is the synthetic task's lexicon."""
-    from transformers import BertTokenizerFast
+    from transformers import BertTokenizerFast  # type: ignore[attr-defined]
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

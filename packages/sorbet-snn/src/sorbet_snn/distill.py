@@ -152,9 +152,7 @@ def predict(model: nn.Module, data: dict[str, Tensor], batch_size: int = 64) -> 
     model.eval()
     outs = []
     for batch in iterate_batches(data, batch_size):
-        logits = model(
-            batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]
-        ).logits
+        logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).logits
         outs.append(logits.squeeze(-1) if logits.shape[-1] == 1 else logits.argmax(-1))
     model.train(was)
     return torch.cat(outs)
@@ -172,8 +170,7 @@ def majority_baseline(train_labels: Tensor, data: dict[str, Tensor], task: str) 
     """The trivial baseline: always the most frequent training class (the training mean for STS-B)."""
     gold = data["labels"]
     if task == "STS-B":
-        pred = torch.full_like(gold, float(train_labels.float().mean()))
-        return {"pearson": 0.0, "spearman": 0.0, "main": 0.0}
+        return {"pearson": 0.0, "spearman": 0.0, "main": 0.0}  # a constant has no correlation
     major = int(torch.bincount(train_labels.long()).argmax())
     return metrics_for(task, torch.full_like(gold, major), gold)
 
@@ -243,7 +240,7 @@ def train_stage(
     torch.manual_seed(settings.seed)
     n = train["input_ids"].shape[0]
     per_epoch = math.ceil(n / settings.batch_size)
-    steps = max(1, int(round(settings.epochs * per_epoch)))
+    steps = max(1, round(settings.epochs * per_epoch))
     if settings.max_steps is not None:
         steps = min(steps, settings.max_steps)
     for module in student.modules():
@@ -401,8 +398,7 @@ def run_pipeline(
     results: dict[str, Any] = {"stages": {}}
     headless = not hasattr(teacher, "classifier")
     do_s0 = "S0" in settings.stages and (
-        settings.finetune_teacher == "always"
-        or (settings.finetune_teacher == "auto" and headless)
+        settings.finetune_teacher == "always" or (settings.finetune_teacher == "auto" and headless)
     )
     current, report = convert_teacher(teacher, "fp")
     if headless:
@@ -456,13 +452,17 @@ def run_pipeline(
             "steps": info["steps"],
             "best_step": info["best_step"],
             "train_wall_time_s": info["wall_time_s"],
-            "config": {k: getattr(model.config, k) for k in ("weight_bits", "act_bits", "softmax", "norm")},
+            "config": {
+                k: getattr(model.config, k) for k in ("weight_bits", "act_bits", "softmax", "norm")
+            },
         }
         results["stages"][stage]["_pred"] = dev_pred
         previous = model
         if stage == "S0":
             fp_model = model
-        log(f"{stage}: dev {dev_metrics['main']:.4f} (val {info['val_main']:.4f}) [{index + 1}/{len(plan)}]")
+        log(
+            f"{stage}: dev {dev_metrics['main']:.4f} (val {info['val_main']:.4f}) [{index + 1}/{len(plan)}]"
+        )
     if not do_s0:
         dev_metrics, dev_pred = evaluate(current, dev, task)
         results["stages"]["teacher"] = {"dev": dev_metrics, "_pred": dev_pred}
@@ -481,7 +481,6 @@ def run_pipeline(
     for stage in results["stages"].values():
         stage.pop("_pred", None)
     return results
-
 
 
 def bow_baseline(

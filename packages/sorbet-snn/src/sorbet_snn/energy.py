@@ -117,7 +117,6 @@ def energy_report(
     samples = float(lens.numel())
     h, i, n = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
     a, g = cfg.num_attention_heads, cfg.groups_resolved
-    d = h // a
     tokens = float(lens.sum()) / samples  # mean real tokens per inference
     rows_sq = float((lens * lens).sum()) / samples  # mean L^2
     comp = _Components()
@@ -153,7 +152,9 @@ def energy_report(
     if cfg.norm == "bspn":
         ops = comp["bspn"]
         per_token = 2 * n * tokens
-        ops.add_int += per_token * (4 * h + g)  # residual, group |x| sums, beta, output PoT, group PoT
+        ops.add_int += per_token * (
+            4 * h + g
+        )  # residual, group |x| sums, beta, output PoT, group PoT
         ops.shift += per_token * 2 * h  # group scaling, PoT k
     else:
         ops = comp["layernorm_fp"]
@@ -169,7 +170,7 @@ def energy_report(
     else:
         emb.add_int += tokens * (4 * h + g)
         emb.shift += tokens * 2 * h
-    emb.mac_fp += h * cfg.num_labels
+    emb.mac_fp += h * int(cfg.num_labels or 1)
     components = {
         name: {**asdict(ops), "energy_pJ": ops.energy(constants)}
         for name, ops in comp.parts.items()
@@ -181,11 +182,12 @@ def energy_report(
     spikes = sum(r["spikes"] for r in recorder.records)
     neurons = sum(r["neurons"] for r in recorder.records)
     rates = recorder.rates()
+    spike_settings: Any = snn.spike_settings
     return {
         "samples": int(samples),
         "mean_tokens": tokens,
-        "time_steps": snn.spike_settings.time_steps,  # type: ignore[attr-defined]
-        "signed_encoding": snn.spike_settings.signed_encoding,  # type: ignore[attr-defined]
+        "time_steps": spike_settings.time_steps,
+        "signed_encoding": spike_settings.signed_encoding,
         "constants_pJ": asdict(constants),
         "constants_source": "45 nm CMOS (Horowitz, ISSCC 2014); e_shift assumed = e_add_int",
         "firing_rate": spikes / neurons if neurons else 0.0,

@@ -273,7 +273,11 @@ class SorbetEmbeddings(nn.Module):
             weight = binarize(weight, row_wise=True, zero_sign=self.zero_sign)
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         x = F.embedding(input_ids, weight)
-        x = x + self.position_embeddings(positions)[None] + self.token_type_embeddings(token_type_ids)
+        x = (
+            x
+            + self.position_embeddings(positions)[None]
+            + self.token_type_embeddings(token_type_ids)
+        )
         x = _norm(self.LayerNorm, x, mask)
         return self.dropout(x)
 
@@ -561,7 +565,7 @@ class SorbetForSequenceClassification(SorbetPreTrainedModel):
         self.bert = SorbetModel(config)
         drop = config.classifier_dropout
         self.dropout = nn.Dropout(config.hidden_dropout_prob if drop is None else drop)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(config.hidden_size, int(config.num_labels or 2))
         self.post_init()
 
     def forward(
@@ -655,7 +659,9 @@ def convert_teacher(
     """
     config = getattr(teacher, "config", None)
     if config is None:
-        raise ValueError(f"teacher {type(teacher).__name__} has no .config; expected a HF BERT model")
+        raise ValueError(
+            f"teacher {type(teacher).__name__} has no .config; expected a HF BERT model"
+        )
     student_cfg = stage_config(config, stage, **overrides)
     student = SorbetForSequenceClassification(student_cfg)
     state = teacher.state_dict()
@@ -713,7 +719,9 @@ def to_snn(
     """
     cfg = model.config
     if not cfg.quantized:
-        raise ValueError("to_snn needs a quantised model (act_bits < 32); this one is full precision")
+        raise ValueError(
+            "to_snn needs a quantised model (act_bits < 32); this one is full precision"
+        )
     if cfg.act_bits < 2:
         raise ValueError(
             f"the spiking export needs act_bits >= 2 (T = 2^b steps), got {cfg.act_bits}"

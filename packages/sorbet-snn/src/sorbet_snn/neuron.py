@@ -76,7 +76,7 @@ def _theta(theta: Fraction | int) -> tuple[int, int]:
 def if_simulate(levels: Tensor, time_steps: int, theta: Fraction | int) -> Tensor:
     """Step-by-step simulation: spikes ``[T, *levels.shape]`` (uint8), one membrane update per step."""
     x = _as_levels(levels)
-    num, den = _theta(theta)
+    _theta(theta)
     if time_steps < 1:
         raise ValueError(f"time_steps must be >= 1, got {time_steps}")
     neuron = IFNeuron(theta)

@@ -50,9 +50,24 @@ def npot(x: Tensor) -> Tensor:
     return torch.where(pos, out, torch.zeros_like(x))
 
 
+class _STE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, value: Tensor) -> Tensor:
+        return value.detach().clone()
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None]:
+        return g, None
+
+
 def _ste(x: Tensor, value: Tensor) -> Tensor:
-    """Forward ``value``, backward identity to ``x`` (straight-through estimator)."""
-    return x + (value - x).detach()
+    """Forward exactly ``value``, backward identity to ``x`` (straight-through estimator).
+
+    (``x + (value - x).detach()`` would carry float rounding into the forward value.)"""
+    if value.shape != x.shape:
+        value = value.expand_as(x)
+    out: Tensor = _STE.apply(x, value)
+    return out
 
 
 # ----------------------------------------------------------------------------------- binary weights
@@ -150,6 +165,8 @@ class LSQQuantizer(nn.Module):
         alpha_pot: ``"init"`` (default, official) or ``"always"``.
         unsigned_offset: ``"none"`` (default) or ``"batch_min_pot"`` (official).
     """
+
+    initialized: Tensor
 
     def __init__(
         self,
@@ -270,7 +287,7 @@ def ptsoftmax(
         return p  # official: ceil has zero derivative, so no gradient reaches the scores
     ratio = (z / z_hat).detach()
     surrogate = ratio * torch.softmax(s * math.log(2.0), dim=-1)
-    return surrogate + (p - surrogate).detach()
+    return _ste(surrogate, p)  # forward exactly p, gradient of the surrogate
 
 
 # --------------------------------------------------------------------------------------- BSPN
@@ -338,6 +355,10 @@ class BSPN(nn.Module):
         group_scaling: step 1 on (default) or off.
     """
 
+    running_phi: Tensor
+    grad_e: Tensor
+    iters: Tensor
+
     def __init__(
         self,
         hidden_size: int,
@@ -354,9 +375,7 @@ class BSPN(nn.Module):
     ) -> None:
         super().__init__()
         if groups < 1 or hidden_size % groups:
-            raise ValueError(
-                f"BSPN: hidden_size {hidden_size} is not divisible by groups {groups}"
-            )
+            raise ValueError(f"BSPN: hidden_size {hidden_size} is not divisible by groups {groups}")
         if backward not in ("powernorm", "autograd"):
             raise ValueError(f"backward must be 'powernorm' or 'autograd', got {backward!r}")
         if warmup < 0:
