@@ -301,8 +301,8 @@ def _energy_note(ratio: float, rate: float) -> str:
         text += (f" With the offset code a zero level fires T/2 spikes; at a firing rate of {rate:.2f} "
                  f"an input element fires {16 * rate:.1f} of its 16 steps on average, each spike one "
                  "0.9 pJ accumulate per output, against one 4.6 pJ MAC for the FP model; the per-output "
-                 "FP rescale by the BWN scale adds more. Bipolar spikes (count |q|) roughly halve "
-                 "the accumulates.")  # fmt: skip
+                 "FP rescale by the BWN scale adds more. Bipolar spikes (count |q|) fire less "
+                 "(see the bipolar figures).")  # fmt: skip
     return text + "\n"
 
 

@@ -1,3 +1,4 @@
+import pytest
 import torch
 from sorbet_snn import SorbetConfig
 from sorbet_snn.energy import EnergyConstants, ann_macs
@@ -54,3 +55,17 @@ def test_constants_scale_energies_and_keep_ratio(tiny_snn_report):
     assert abs(doubled["e_ann_pJ"] - 2 * base["e_ann_pJ"]) < 1e-6 * base["e_ann_pJ"]
     assert abs(doubled["energy_ratio"] - base["energy_ratio"]) < 1e-9
     assert base["e_snn_pJ"] > 0 and 0 < base["firing_rate"] < 1
+
+
+def test_linear_macs_within_thop_total():
+    thop = pytest.importorskip("thop")
+    from transformers import BertModel
+
+    cfg = BertConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                     num_attention_heads=4, vocab_size=50)  # fmt: skip
+    model = BertModel(cfg).eval()
+    ids = torch.randint(1, 50, (1, 10))
+    macs, _ = thop.profile(model, inputs=(ids,), verbose=False)
+    ours = ann_macs(cfg, torch.tensor([10.0]))
+    linear = ours["encoder_linear"] + ours["pooler"]
+    assert linear <= macs  # thop also counts the attention products and norms it knows

@@ -141,6 +141,17 @@ def test_bspn_ste_gradients_and_official_zero():
     assert x2.grad is None and off.weight.grad is None
 
 
+def test_bspn_warns_once_on_tiny_batches():
+    norm = BSPN(8, 2)
+    with pytest.warns(UserWarning, match="only 6 tokens"):
+        norm(torch.randn(2, 3, 8))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        norm(torch.randn(2, 3, 8))
+
+
 def test_bspn_rejects_indivisible_groups():
     with pytest.raises(ValueError, match=r"10 is not divisible by groups 3"):
         BSPN(10, 3)

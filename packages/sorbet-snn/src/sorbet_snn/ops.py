@@ -9,6 +9,7 @@ Notation: ``PoT(x) = sign(x) 2^round(log2|x|)`` (nearest power of two in the log
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -435,6 +436,13 @@ class BSPN(nn.Module):
         rows = xt.reshape(-1, self.hidden_size)[valid.reshape(-1)]
         if rows.shape[0] == 0:
             rows = xt.reshape(-1, self.hidden_size)
+        if rows.shape[0] < 64 and not getattr(self, "_warned_small", False):
+            self._warned_small = True
+            warnings.warn(
+                f"BSPN: batch statistics over only {rows.shape[0]} tokens (< 64); power "
+                "normalisation is unstable with very small batches",
+                stacklevel=3,
+            )
         psi = (rows * rows).mean(dim=0)
         self.iters += 1
         it = int(self.iters)
