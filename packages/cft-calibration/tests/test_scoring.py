@@ -171,3 +171,24 @@ def test_feature_scorer_shapes_and_mask():
     assert out.logits.shape == (5, 4) and out.logits[0, 3] == float("-inf")
     with pytest.raises(ValueError, match="features must be"):
         fs((torch.randn(5, 4, 7), mask, torch.zeros(5, dtype=torch.long)))
+
+
+def test_pairs_whose_option_alone_is_too_long_fall_back_to_longest_first():
+    from cft_calibration.scoring import encode_pairs
+    from cft_calibration.tiny import word_tokenizer
+
+    tok = word_tokenizer(["a b c"], pair_template=True)
+    enc = encode_pairs(tok, ["a b", "a"], ["c " * 40, "b"], max_length=16)
+    assert enc["input_ids"].shape[1] <= 16
+
+
+def test_save_and_load_round_trip_gives_the_same_letter_logits(tiny_lm, tmp_path):
+    from cft_calibration.hf import load_scorer, save_scorer
+
+    model, tok = tiny_lm
+    s = C.LetterScorer(model, tok)
+    before = C.predict(s, items(), 3)[0]
+    save_scorer(s, tmp_path / "m")
+    loaded, info = load_scorer(tmp_path / "m")
+    assert info["type"] == "causal-lm"
+    assert torch.allclose(C.predict(loaded, items(), 3)[0], before, atol=1e-5)

@@ -195,3 +195,13 @@ def test_bad_configs_are_rejected():
         C.train(C.FeatureScorer(16), s, C.TrainConfig(select="acc"))
     with pytest.raises(ValueError, match="LetterScorer"):
         C.train(C.FeatureScorer(16), s, C.TrainConfig(sft_loss="full_vocab"))
+
+
+def test_lora_on_a_multiple_choice_model_keeps_the_new_head_trainable():
+    pytest.importorskip("peft")
+    from cft_calibration.tiny import tiny_mc_model
+
+    model, _ = tiny_mc_model(["a b c d"])
+    wrapped = C.apply_lora(model, r=4, alpha=8)
+    trainable = [n for n, p in wrapped.named_parameters() if p.requires_grad]
+    assert any("classifier" in n for n in trainable) and any("lora" in n for n in trainable)

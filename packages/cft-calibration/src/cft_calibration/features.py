@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from .data import MCItem
+from .scoring import encode_pairs
 from .synthetic import FeatureSplit
 
 __all__ = ["PairEncoder", "encode_items", "minilm_path"]
@@ -65,13 +66,11 @@ class PairEncoder:
         out = torch.empty(len(pairs), self.dim)
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            enc = self.tokenizer(
+            enc = encode_pairs(
+                self.tokenizer,
                 [pairs[i][0] for i in idx],
                 [pairs[i][1] for i in idx],
-                truncation="only_first",
-                max_length=self.max_length,
-                padding=True,
-                return_tensors="pt",
+                self.max_length,
             ).to(self.device)
             hidden = self.model(**enc).last_hidden_state
             m = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)

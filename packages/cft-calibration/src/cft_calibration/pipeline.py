@@ -9,6 +9,7 @@ Every method shares the data and starts from the same aligned weights.
 from __future__ import annotations
 
 import copy
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,7 +23,7 @@ from .regularizer import EMECERegularizer
 from .scoring import FeatureScorer, predict
 from .synthetic import FeatureSplit, synthetic_feature_mcqa
 from .temperature import TemperatureScaler
-from .train import AlignConfig, TrainConfig, simulate_alignment, train
+from .train import AlignConfig, TrainConfig, evaluate_scorer, simulate_alignment, train
 
 __all__ = [
     "METHODS",
@@ -38,7 +39,11 @@ SPLIT_FRACTIONS = {"base": 0.35, "align": 0.10, "train": 0.30, "val": 0.10, "tes
 
 @dataclass
 class PipelineConfig:
-    """Budgets of every stage (defaults: the cached-feature head on CPU; see the README)."""
+    """Budgets of every stage (defaults: the cached-feature head on CPU; see the README).
+
+    ``lams``: candidate RCFT weights; when given, each RCFT variant is trained once per lambda and
+    the lambda with the lowest validation conf-ECE among those within ``long.acc_tol`` of the best
+    validation accuracy is kept (default: only ``lam``)."""
 
     hidden: int = 256
     dropout: float = 0.1
@@ -50,6 +55,7 @@ class PipelineConfig:
     long: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=10, lr=1e-3))
     label_smoothing: float = 0.1
     lam: float = 1.0
+    lams: Sequence[float] = ()
     n_bins: int = 10
     methods: Sequence[str] = METHODS
 
@@ -174,27 +180,41 @@ def run_pipeline(
         record("ts", aligned, ts.transform)
         out["seconds"]["ts"] = time.perf_counter() - t0
 
-    jobs: list[tuple[str, TrainConfig, EMECERegularizer | None]] = []
+    jobs: list[tuple[str, TrainConfig, float | None]] = []
     if "ls" in cfg.methods:
         jobs.append(("ls", _with(cfg.cft, label_smoothing=cfg.label_smoothing), None))
     if "cft" in cfg.methods:
         jobs.append(("cft", cfg.cft, None))
     if "long_sft" in cfg.methods:
         jobs.append(("long_sft", cfg.long, None))
-    if "rcft" in cfg.methods:
-        jobs.append(
-            ("rcft", _with(cfg.long, e_step_every=1), EMECERegularizer(cfg.n_bins, cfg.lam))
-        )
-    if "rcft_once" in cfg.methods:
-        jobs.append(
-            ("rcft_once", _with(cfg.long, e_step_every=None), EMECERegularizer(cfg.n_bins, cfg.lam))
-        )
-    for j, (name, tcfg, reg) in enumerate(jobs):
+    lams = list(cfg.lams) if cfg.lams else [cfg.lam]
+    for lam in lams:
+        if "rcft" in cfg.methods:
+            jobs.append(("rcft", _with(cfg.long, e_step_every=1), lam))
+        if "rcft_once" in cfg.methods:
+            jobs.append(("rcft_once", _with(cfg.long, e_step_every=None), lam))
+    candidates: dict[str, list[tuple[float, dict[str, float], Any, float]]] = {}
+    for j, (name, tcfg, lam) in enumerate(jobs):
         model = copy.deepcopy(aligned)
+        reg = EMECERegularizer(cfg.n_bins, lam) if lam is not None else None
         t0 = time.perf_counter()
         fit = train(model, splits["train"], seeded(tcfg, 10 + j), reg, splits["val"], progress)
-        out["seconds"][name] = time.perf_counter() - t0
-        out["selected"][f"{name}_epoch"] = fit.selected_epoch
+        seconds = time.perf_counter() - t0
+        if lam is None:
+            out["seconds"][name] = seconds
+            out["selected"][f"{name}_epoch"] = fit.selected_epoch
+            record(name, model)
+        else:
+            val = evaluate_scorer(model, splits["val"], 512, cfg.n_bins, full=False)
+            candidates.setdefault(name, []).append((lam, val, model, seconds))
+    for name, cands in candidates.items():
+        # lambda chosen on validation: lowest conf-ECE among the candidates within acc_tol of the best
+        best_acc = max(c[1]["accuracy"] for c in cands)
+        ok = [c for c in cands if c[1]["accuracy"] >= best_acc - cfg.long.acc_tol]
+        lam, _, model, _ = min(ok, key=lambda c: (c[1]["conf_ece"], c[0]))
+        out["selected"][f"{name}_lam"] = lam
+        out["selected"][f"{name}_val"] = {str(c[0]): c[1] for c in cands}
+        out["seconds"][name] = statistics.median(c[3] for c in cands)
         record(name, model)
     if keep_probs:
         out["probs"] = probs_kept

@@ -332,6 +332,16 @@ class LetterScorer(_ScorerBase):
 # ------------------------------------------------------------------------- multiple-choice head
 
 
+def encode_pairs(tokenizer: Any, firsts: list[str], seconds: list[str], max_length: int) -> Any:
+    """Tokenise (question, option) pairs, truncating the question first (``only_first``); a batch
+    where an option alone exceeds ``max_length`` falls back to ``longest_first``."""
+    kwargs: dict[str, Any] = {"max_length": max_length, "padding": True, "return_tensors": "pt"}
+    try:
+        return tokenizer(firsts, seconds, truncation="only_first", **kwargs)
+    except Exception:  # tokenizers raises a bare Exception ("Sequence to truncate too short")
+        return tokenizer(firsts, seconds, truncation="longest_first", **kwargs)
+
+
 class MCScorer(_ScorerBase):
     """Scorer for any HF ``AutoModelForMultipleChoice``: (question, option) pairs, ``truncation="only_first"``."""
 
@@ -353,14 +363,7 @@ class MCScorer(_ScorerBase):
                 firsts.append(it.question)
                 seconds.append(it.choices[j] if j < it.k else "")
             mask[r, : it.k] = True
-        enc = self.tokenizer(
-            firsts,
-            seconds,
-            truncation="only_first",
-            max_length=self.max_length,
-            padding=True,
-            return_tensors="pt",
-        )
+        enc = encode_pairs(self.tokenizer, firsts, seconds, self.max_length)
         dev = next(self.model.parameters()).device
         inputs = {key: v.view(len(items), k, -1).to(dev) for key, v in enc.items()}
         labels = torch.tensor([it.answer for it in items], dtype=torch.long, device=dev)

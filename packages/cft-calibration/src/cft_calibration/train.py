@@ -454,6 +454,9 @@ def apply_lora(
     }
     if task_type is not None:
         kwargs["task_type"] = task_type
+    heads = [n for n in ("classifier", "score") if isinstance(getattr(model, n, None), nn.Module)]
+    if heads and not hasattr(model, "lm_head"):
+        kwargs["modules_to_save"] = heads  # a new multiple-choice head must train too
     config = peft.LoraConfig(**kwargs)
     return peft.get_peft_model(model, config)
 
