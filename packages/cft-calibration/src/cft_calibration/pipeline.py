@@ -188,25 +188,25 @@ def run_pipeline(
     if "long_sft" in cfg.methods:
         jobs.append(("long_sft", cfg.long, None))
     lams = list(cfg.lams) if cfg.lams else [cfg.lam]
-    for lam in lams:
+    for weight in lams:
         if "rcft" in cfg.methods:
-            jobs.append(("rcft", _with(cfg.long, e_step_every=1), lam))
+            jobs.append(("rcft", _with(cfg.long, e_step_every=1), weight))
         if "rcft_once" in cfg.methods:
-            jobs.append(("rcft_once", _with(cfg.long, e_step_every=None), lam))
+            jobs.append(("rcft_once", _with(cfg.long, e_step_every=None), weight))
     candidates: dict[str, list[tuple[float, dict[str, float], Any, float]]] = {}
-    for j, (name, tcfg, lam) in enumerate(jobs):
+    for j, (name, tcfg, job_lam) in enumerate(jobs):
         model = copy.deepcopy(aligned)
-        reg = EMECERegularizer(cfg.n_bins, lam) if lam is not None else None
+        reg = EMECERegularizer(cfg.n_bins, job_lam) if job_lam is not None else None
         t0 = time.perf_counter()
         fit = train(model, splits["train"], seeded(tcfg, 10 + j), reg, splits["val"], progress)
         seconds = time.perf_counter() - t0
-        if lam is None:
+        if job_lam is None:
             out["seconds"][name] = seconds
             out["selected"][f"{name}_epoch"] = fit.selected_epoch
             record(name, model)
         else:
             val = evaluate_scorer(model, splits["val"], 512, cfg.n_bins, full=False)
-            candidates.setdefault(name, []).append((lam, val, model, seconds))
+            candidates.setdefault(name, []).append((job_lam, val, model, seconds))
     for name, cands in candidates.items():
         # lambda chosen on validation: lowest conf-ECE among the candidates within acc_tol of the best
         best_acc = max(c[1]["accuracy"] for c in cands)
