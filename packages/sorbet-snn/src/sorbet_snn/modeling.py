@@ -709,7 +709,7 @@ def to_snn(
     signed_encoding: str | None = None,
     theta_mode: str | None = None,
 ) -> SorbetForSequenceClassification:
-    """A copy of a trained quantised model whose forward runs as a spiking network (paper Sec. 3.4).
+    """A copy of a trained quantised model whose forward runs as a spiking network (paper Algorithm 4).
 
     Every quantised activation that feeds a matrix product is re-encoded as T = 2^b IF spike steps;
     products become accumulations of binary weights (or of K/V levels in attention). The copy is in

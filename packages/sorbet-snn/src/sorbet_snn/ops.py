@@ -77,7 +77,7 @@ def _ste(x: Tensor, value: Tensor) -> Tensor:
 def binarize(
     weight: Tensor, *, row_wise: bool = False, zero_sign: str = "plus", pot_scale: bool = False
 ) -> Tensor:
-    """BWN binarisation ``W_b = m * sign(W - mu)`` (paper Sec. 3, "binary weights"), identity STE.
+    """BWN binarisation ``W_b = m * sign(W - mu)`` (as BiT, which Sorbet builds on), identity STE.
 
     ``mu = mean(W)`` over the whole matrix, ``m = mean(|W|)`` (of W itself) per matrix, or per row
     when ``row_wise`` (the word embedding). ``zero_sign="plus"`` maps ``W == mu`` to +1 (strictly
@@ -118,7 +118,7 @@ class BinaryWeight(nn.Module):
 
 
 class _LSQ(torch.autograd.Function):
-    """``alpha * clamp(round(x/alpha), Qn, Qp)`` with the LSQ gradients (paper Sec. 3, after BiT)."""
+    """``alpha * clamp(round(x/alpha), Qn, Qp)`` with the LSQ gradients (as in BiT)."""
 
     @staticmethod
     def forward(ctx: Any, x: Tensor, alpha: Tensor, qn: int, qp: int, one_bit: bool) -> Tensor:
