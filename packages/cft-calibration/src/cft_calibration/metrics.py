@@ -151,7 +151,7 @@ def conf_ece(
     mask: Any = None,
     return_table: bool = False,
 ) -> Any:
-    """Confidence (top-label) ECE = sum_m |B_m|/N |acc(B_m) - conf(B_m)| (the paper's conf-ECE).
+    """Confidence (top-label) ECE ``= sum_m |B_m|/N |acc(B_m) - conf(B_m)|`` (the paper's conf-ECE).
 
     Returns a float, or ``(ece, table)`` with one dict per bin (bounds, count, accuracy, confidence)
     when ``return_table`` is set.
@@ -178,7 +178,7 @@ def classwise_ece(
     mask: Any = None,
     return_table: bool = False,
 ) -> Any:
-    """Class-wise ECE = (1/K) sum_k sum_m |B_km|/N_k |freq(B_km) - conf(B_km)| (official cwece).
+    """Class-wise ECE ``= (1/K) sum_k sum_m |B_km|/N_k |freq(B_km) - conf(B_km)|`` (official cwece).
 
     Classes are option positions; B_km holds the items whose probability of option k falls in bin m,
     freq is the fraction of them whose gold option is k. Items where option k is absent (``mask``) are
@@ -206,7 +206,7 @@ def classwise_ece(
 def mce(
     probs: Any, labels: Any, n_bins: int = 10, *, binning: str = "width", mask: Any = None
 ) -> float:
-    """Maximum calibration error: max over non-empty bins of |acc - conf|."""
+    """Maximum calibration error: max over non-empty bins of ``|acc - conf|``."""
     rows = reliability_table(probs, labels, n_bins, binning=binning, mask=mask)
     gaps = [abs(r["accuracy"] - r["confidence"]) for r in rows if r["count"] > 0]
     return max(gaps)

@@ -67,7 +67,7 @@ class EMECERegularizer:
     ----------
     n_bins : M equal-width confidence bins (default 10).
     lam : weight lambda of R in L_SFT + lambda R (default 1.0).
-    weighting : ``"mass"`` (default: R = (1/|B|) sum_i e_i, i.e. bins weighted by their mass in the
+    weighting : ``"mass"`` (default: ``R = (1/|B|) sum_i e_i``, i.e. bins weighted by their mass in the
         batch, as ECE weights them) or ``"official"`` (R = sum_m (1/n_m) sum_{i in B, b_i = m} e_i with
         n_m the E-step count over the whole training set; the official code also multiplies by 1e-3,
         which the training loop applies in official mode).

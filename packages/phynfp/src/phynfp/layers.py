@@ -86,8 +86,8 @@ class PhyNFPConv(MessagePassing):
         cached (bool): cache the operator pattern per graph. (default: True)
 
     Shapes:
-        - **input:** node features (|V|, C) or (B, |V|, C), edge indices (2, |E|), edge features
-          (|E|, edge_dim), optional step size (scalar tensor)
+        - **input:** node features ``(|V|, C)`` or ``(B, |V|, C)``, edge indices ``(2, |E|)``, edge features
+          ``(|E|, edge_dim)``, optional step size (scalar tensor)
         - **output:** node features, same shape as the input
     """
 

@@ -229,7 +229,7 @@ class Climatology(nn.Module):
 
 
 class _EdgeWeightMLP(nn.Module):
-    """Learned positive edge weights |MLP(e)|, 3 → 16 → 16 → 1 with ReLU (as in the gTFP baselines)."""
+    """Learned positive edge weights ``|MLP(e)|``, 3 → 16 → 16 → 1 with ReLU (as in the gTFP baselines)."""
 
     def __init__(self, edge_dim: int) -> None:
         super().__init__()
@@ -249,7 +249,7 @@ class GraphBaseline(nn.Module):
 
     ``kind``:
       - ``"mlp"``: L hidden Linear layers with leaky-ReLU(0.01), no graph (official ``MLP``);
-      - ``"gcn"``: ``GCNConv`` with learned edge weights |MLP(e)|; ``"gat"``: ``GATConv`` with
+      - ``"gcn"``: ``GCNConv`` with learned edge weights ``|MLP(e)|``; ``"gat"``: ``GATConv`` with
         ``edge_dim`` attention; ``"sage"``: ``SAGEConv`` (mean); all three on the symmetrised graph
         E ∪ flip(E) when ``symmetric=True`` (default), which makes them orientation-invariant;
       - ``"dirgnn"``: PyG ``DirGNNConv(GCNConv, alpha=0.5, root_weight=True)`` on the directed graph

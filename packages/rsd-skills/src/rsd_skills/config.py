@@ -50,7 +50,7 @@ class Config:
     tau: float = 5e-3
     alpha_init: float = 0.01
     target_entropy: float | None = None
-    """SAC entropy target (None: −|A|/2)"""
+    """SAC entropy target (None: ``−|A|/2``)"""
     # --- METRA / RSD dual ---------------------------------------------------------------------
     lambda_init: float | None = None
     """initial dual variable λ (None: 20 for RSD, 30 for METRA)"""
@@ -70,7 +70,7 @@ class Config:
     window_size: int = 10
     """largest population of skill generators"""
     repeat_time: int = 3
-    """a generator round runs every repeat_time × |population| epochs"""
+    """a generator round runs every ``repeat_time × |population|`` epochs"""
     gen_steps: int = 100
     gen_lr: float = 3e-2
     gen_grad_clip: float = 3.0

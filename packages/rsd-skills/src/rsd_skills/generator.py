@@ -217,7 +217,7 @@ def estimate_value(
 ) -> torch.Tensor:
     """``V(s0|z) = mean_m [min(Q1, Q2)(s0, z, a_m) − α log π(a_m|s0, z)]`` with ``a_m`` from ``noise[m]``.
 
-    ``s0`` (obs_dim,), ``z`` (n, d), ``noise`` (M, n, |A|) standard normal; returns (n,)."""
+    ``s0`` (obs_dim,), ``z`` (n, d), ``noise`` ``(M, n, |A|)`` standard normal; returns (n,)."""
     x = torch.cat([s0.expand(len(z), -1), z], dim=-1)
     alpha = agent.log_alpha.exp()
     values = []

@@ -324,7 +324,7 @@ def build_sequences(
     """Group ``table`` by stay, sort by charttime, keep stays with >= ``seq_len`` blocs (first
     ``seq_len`` rows) and align notes to the input rows.
 
-    ``note_alignment``: ``"nearest"`` (minimal |Δt|, ties joined with "; ", as in the paper; may look
+    ``note_alignment``: ``"nearest"`` (minimal ``|Δt|``, ties joined with "; ", as in the paper; may look
     ahead) or ``"past"`` (the latest note at or before the bloc). ``require_notes`` (default: True when
     ``notes`` are given) drops stays without any note, as the official notebook does.
     """

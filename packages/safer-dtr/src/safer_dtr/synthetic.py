@@ -566,7 +566,7 @@ class SyntheticSepsisCohort:
 
     @property
     def deviation(self) -> np.ndarray:
-        """Mean deviation dev_t = |F - F*| + 1.5 |V - V*| per stay, over its blocs."""
+        """Mean deviation ``dev_t = |F - F*| + 1.5 |V - V*|`` per stay, over its blocs."""
         valid = np.arange(LMAX)[None, :] < self._static.length[:, None]
         return (self._sim["dev"] * valid).sum(1) / self._static.length
 

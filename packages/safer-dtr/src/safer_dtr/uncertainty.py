@@ -12,7 +12,7 @@ __all__ = ["KappaScaler", "risk_aware_loss", "uncertainty_kl"]
 
 
 def uncertainty_kl(logits_main: Tensor, logits_refine: Tensor) -> Tensor:
-    """κ_i = KL(p_θ(·|h_i) ‖ p_φ(·|h_i)) = Σ_l p_θ,l (log p_θ,l − log p_φ,l) (paper Eq. 5).
+    """``κ_i = KL(p_θ(·|h_i) ‖ p_φ(·|h_i)) = Σ_l p_θ,l (log p_θ,l − log p_φ,l)`` (paper Eq. 5).
 
     Computed from log-softmaxes (finite for logits of any magnitude); clamped at 0 against rounding.
     Shapes: [B, L] and [B, L] → [B].

@@ -62,7 +62,7 @@ class GCNLayer(nn.Module):
 class GNN(nn.Module):
     """``layers`` graph convolutions of width ``hidden`` (ReLU, dropout), then ``Linear(hidden, classes)``.
 
-    Shapes: ``x`` [|V|, F_in], ``edge_index`` [2, |E|] -> logits [|V|, classes].
+    Shapes: ``x`` ``[|V|, F_in]``, ``edge_index`` ``[2, |E|]`` -> logits ``[|V|, classes]``.
     """
 
     def __init__(
@@ -130,7 +130,7 @@ class GNN(nn.Module):
         return self._prop[1]
 
     def embed(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """Node representations before the linear head [|V|, hidden]."""
+        """Node representations before the linear head ``[|V|, hidden]``."""
         h = x
         if self.arch == "gcn":
             graph: Tensor = self._propagation(edge_index, x.size(0))
