@@ -311,8 +311,11 @@ def out_dir() -> Check:
     return Check(parse, "a folder that can be created and written", "out", (), "folder")
 
 
-def device() -> Check:
-    """A torch device string that is available here (``cpu``, ``cuda``, ``cuda:1``, ``mps``)."""
+def device(types: Sequence[str] = ("cpu", "cuda", "mps")) -> Check:
+    """A torch device string that is available here (``cpu``, ``cuda``, ``cuda:1``, ``mps``).
+
+    ``types`` limits the device types a command supports (``("cpu",)`` for CPU-only code)."""
+    supported = tuple(types)
 
     def parse(text: str) -> str:
         import torch
@@ -321,8 +324,8 @@ def device() -> Check:
             dev = torch.device(text)
         except RuntimeError as exc:
             raise Invalid("not a device name") from exc
-        if dev.type not in ("cpu", "cuda", "mps"):
-            raise Invalid(f"device type {dev.type!r} is not supported")
+        if dev.type not in supported:
+            raise Invalid(f"this command supports {', '.join(supported)} only")
         if dev.type == "cuda" and not torch.cuda.is_available():
             raise Invalid("CUDA is not available on this machine")
         if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
@@ -331,7 +334,9 @@ def device() -> Check:
             raise Invalid("MPS is not available on this machine")
         return text
 
-    return Check(parse, "cpu, cuda, cuda:N or mps", "device", ["not-a-device"], "device")
+    names = {"cpu": "cpu", "cuda": "cuda, cuda:N", "mps": "mps"}
+    accepts = ", ".join(names.get(t, t) for t in supported)
+    return Check(parse, accepts, "device", ["not-a-device"], "device")
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -408,13 +413,15 @@ class CLI:
         out_default: str | None = None,
         seed_default: int = 0,
         device_default: str = "cpu",
+        devices: Sequence[str] = ("cpu", "cuda", "mps"),
     ) -> Parser:
         """Add a subcommand with the common flags; returns its parser for the command's own flags.
 
         ``writes`` names the files the command writes in ``--out``, its results JSON first (default:
         ``results.json`` for ``demo``/``train``/``run``, else ``<name>.json``), or is a function of the
         parsed arguments returning them (``lambda a: (f"evaluate-{a.task}.json",)``). None of them is
-        replaced without ``--overwrite``.
+        replaced without ``--overwrite``. ``devices`` lists the device types the command supports
+        (``("cpu",)`` refuses ``--device cuda`` with one clear line instead of failing mid-run).
         """
         if writes is None:
             writes = ("results.json",) if name in ("demo", "train", "run") else (f"{name}.json",)
@@ -436,11 +443,12 @@ class CLI:
             default=seed_default,
             help=f"random seed (default: {seed_default})",
         )
+        check = device(devices)
         common.add_argument(
             "--device",
-            type=device(),
+            type=check,
             default=device_default,
-            help=f"torch device: cpu, cuda, cuda:N or mps (default: {device_default})",
+            help=f"torch device: {check.accepts} (default: {device_default})",
         )
         out_default = out_default or f"{self.prog}-out"
         common.add_argument(
