@@ -283,7 +283,9 @@ def tools(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the Sphinx + MyST site (one page per package from its README, plus API pages), -W."""
     _install_torch(session)
-    session.install("sphinx>=7", "myst-parser>=2", "furo>=2024.1", "numpy", "tqdm", "pyyaml", "transformers")
+    session.install(
+        "sphinx>=7", "myst-parser>=2", "furo>=2024.1", "numpy", "tqdm", "pyyaml", "transformers"
+    )
     # The packages themselves without their heavy dependencies: conf.py mocks those for autodoc.
     session.install("--no-deps", *[str(_pkg_dir(p)) for p in PACKAGES])
     session.run("python", str(ROOT / "tools" / "gen_docs.py"))
