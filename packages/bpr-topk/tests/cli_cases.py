@@ -33,4 +33,5 @@ def nan_data(tmp: Path) -> dict[str, tuple[list[str], str] | str]:
         "train": (["--data", str(folder), "--K", "2", "--epochs", "1"], "--data"),
         "rank": (["--data", str(folder), "--K", "2", "--checkpoint", str(checkpoint)], "--data"),
         "evaluate": (["--data", str(folder), "--K", "2"], "--data"),
+        "baseline": (["--data", str(folder), "--K", "2"], "--data"),
     }

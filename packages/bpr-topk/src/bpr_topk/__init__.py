@@ -6,6 +6,13 @@ Subset of Sites for Intervention", ICML 2025.
 
 from importlib.metadata import version
 
+from .baselines import (
+    HEURISTICS,
+    best_heuristic,
+    evaluate_heuristic,
+    heuristic_scores,
+    lag_columns,
+)
 from .data import (
     Split,
     TopKData,
@@ -28,6 +35,7 @@ from .train import FitResult, baseline_scores, evaluate_model, evaluate_scores, 
 __version__ = version("bpr-topk")
 
 __all__ = [
+    "HEURISTICS",
     "BPRLoss",
     "DAMLLoss",
     "FitResult",
@@ -42,11 +50,15 @@ __all__ = [
     "TruncatedNormal",
     "__version__",
     "baseline_scores",
+    "best_heuristic",
     "bpr",
+    "evaluate_heuristic",
     "evaluate_model",
     "evaluate_scores",
     "explicit_jacobian_grad",
     "fit",
+    "heuristic_scores",
+    "lag_columns",
     "load_topk_folder",
     "make_hotspots",
     "make_panel",

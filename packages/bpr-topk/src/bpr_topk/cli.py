@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,10 @@ from ._contract import (
     positive_float,
     positive_int,
     say,
+    table,
     unit_interval,
 )
+from .baselines import HEURISTICS, evaluate_heuristic
 from .data import (
     SPLITS,
     TopKData,
@@ -248,7 +251,7 @@ def _split_arg(p: argparse.ArgumentParser, what: str) -> None:
 
 
 # The models and losses build their tensors and generators on the CPU; --device cuda is refused with
-# one line instead of failing in the middle of training (GPU support is not implemented in 0.2.0).
+# one line instead of failing in the middle of training (GPU support is not implemented yet).
 CPU_ONLY = ("cpu",)
 
 
@@ -343,6 +346,32 @@ def build_cli() -> CLI:
         default=None,
         help="number of seeds, from --seed on (default: 1 with --quick, 3 otherwise)",
     )
+    p = cli.command(
+        "baseline",
+        cmd_baseline,
+        help="BPR@K, MAE and RMSE of the heuristics last / avg / zero (Table C.2 rows)",
+        description="Score the non-learned heuristics of the paper's Table C.2: last (previous "
+        "step), avg (mean of the last --window steps, from the prev_*_<k>back lag columns where "
+        "the data has them, else from the y history) and zero (the chance decision: all scores "
+        "tie, exact expected tie-breaking). Writes baseline.json (--rule all) or "
+        "baseline-<rule>.json.",
+        writes=_baseline_writes,
+        devices=CPU_ONLY,
+    )
+    _data_args(p)
+    p.add_argument(
+        "--rule",
+        choices=["all", *HEURISTICS],
+        default="all",
+        help="heuristic: last, avg, zero, or all three (default: all)",
+    )
+    p.add_argument(
+        "--window",
+        type=positive_int(),
+        default=5,
+        help="W, the steps averaged by --rule avg (default: 5; the paper uses 10 for cranes)",
+    )
+    _split_arg(p, "split to score")
     cli.command(
         "toy",
         cmd_toy,
@@ -704,6 +733,36 @@ def cmd_demo(args: argparse.Namespace) -> Report:
         },
         table="\n".join(lines),
         files=[plot],
+    )
+
+
+def _baseline_writes(args: argparse.Namespace) -> tuple[str, ...]:
+    rule = getattr(args, "rule", "all")
+    return ("baseline.json",) if rule == "all" else (f"baseline-{rule}.json",)
+
+
+def cmd_baseline(args: argparse.Namespace) -> Report:
+    data, k = _load_data(args)
+    say(args, _data_line(data, k, args))
+    rules = list(HEURISTICS) if args.rule == "all" else [args.rule]
+    rows = [evaluate_heuristic(data, args.split, k, rule, args.window) for rule in rules]
+    lines = [f"heuristics on {data.name} (K={k}), {args.split} split (deterministic, one value):"]
+    cells = [
+        [r["method"], f"{r['bpr']:.4f}", f"{r['mae']:.4f}", f"{r['rmse']:.4f}", r["source"]]
+        for r in rows
+    ]
+    lines.append(table(cells, ["method", f"BPR@{k}", "MAE", "RMSE", "lags from"]))
+    best = max(rows, key=lambda r: -1.0 if math.isnan(r["bpr"]) else r["bpr"])
+    return Report(
+        {
+            "data": data.name,
+            "K": k,
+            "split": args.split,
+            "window": args.window,
+            "heuristics": rows,
+            "best": best["rule"],
+        },
+        table="\n".join(lines),
     )
 
 

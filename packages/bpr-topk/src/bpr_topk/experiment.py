@@ -14,10 +14,11 @@ from typing import Any
 import torch
 
 from ._contract import mean_std, table
-from .data import SPLITS, TopKData
+from .baselines import evaluate_heuristic
+from .data import TopKData
 from .losses import DAMLLoss
 from .models import ForecastModel, NegBinMixedEffects, TruncNormMixture
-from .train import FitResult, baseline_scores, evaluate_model, evaluate_scores, fit
+from .train import FitResult, evaluate_model, fit
 
 
 @dataclass
@@ -157,19 +158,21 @@ def evaluate_rows(
 
 
 def baseline_rows(data: TopKData, k: int, ev: EvalConfig) -> list[dict[str, Any]]:
-    """Historical-average / last / chance rows on ``ev.split`` (no likelihood: NLL is NaN)."""
-    history, _ = data.y_history()
-    start = sum(data.split(s).num_steps for s in SPLITS[: SPLITS.index(ev.split)])
-    split = data.split(ev.split)
+    """Rows of the heuristics ``avg`` (over ``ev.window`` lags), ``last`` and ``zero`` on
+    ``ev.split`` (see :mod:`bpr_topk.baselines`; no likelihood: NLL is NaN)."""
     rows = []
-    for name, scores in baseline_scores(history, start, split.num_steps, ev.window).items():
-        label = {"last": "last step", "zero": "chance (ŷ=0)"}.get(name, f"avg over {ev.window}")
+    for rule in ("avg", "last", "zero"):
+        res = evaluate_heuristic(data, ev.split, k, rule, ev.window)
         rows.append(
             {
-                "method": label,
+                "method": res["method"],
                 "ranking": "history",
+                "rule": rule,
+                "source": res["source"],
                 "nll": math.nan,
-                **evaluate_scores(split.y, scores, k),
+                "bpr": res["bpr"],
+                "mae": res["mae"],
+                "rmse": res["rmse"],
             }
         )
     return rows

@@ -1,0 +1,158 @@
+"""Heuristic (non-learned) baselines of the paper's Table C.2 (Sec. 6.3 of its protocol).
+
+``last``
+    rank by the previous step's count ``y_{t-1}`` (the ``prev_*_01back`` lag column when the data
+    has one, else the y history).
+``avg``
+    rank by the mean of the last W counts ``y_{t-1} .. y_{t-W}`` (W = 5 for Cook County, 10 for the
+    cranes data in Table C.2). Lag ``k`` comes from the lag column ``prev_*_<k>back`` when the data
+    has it, else from the y history concatenated over the splits in time order; lags before the
+    first observed step are left out of the mean (fewer than W terms at the start, 0 without any).
+``zero``
+    the chance decision of Table C.2 (forecast 0 everywhere): every score ties, so under exact
+    expected tie-breaking BPR@K = ``(K/S)·Σ_s y_s / Σ_{top-K} y``.
+
+Lag columns are recognised by name, ``^prev_.+_(\\d+)back$`` (Cook County: ``prev_deaths_05back`` ..
+``prev_deaths_01back``), and read un-standardised.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from .data import SPLITS, TopKData
+from .metrics import bpr, check_k, nanmean
+
+Rule = Literal["last", "avg", "zero"]
+HEURISTICS: tuple[str, ...] = ("last", "avg", "zero")
+LAG_PATTERN = re.compile(r"^prev_.+_(\d+)back$")
+
+
+def lag_columns(feature_names: list[str]) -> dict[int, int]:
+    """Lag ``k`` → feature index for the columns named ``prev_<name>_<k>back`` (first one wins)."""
+    out: dict[int, int] = {}
+    for j, name in enumerate(feature_names):
+        m = LAG_PATTERN.fullmatch(name)
+        if m and int(m.group(1)) >= 1:
+            out.setdefault(int(m.group(1)), j)
+    return out
+
+
+def _split_start(data: TopKData, split: str) -> int:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}; got {split!r}")
+    return sum(data.split(s).num_steps for s in SPLITS[: SPLITS.index(split)])
+
+
+def lagged_counts(data: TopKData, split: str, lag: int) -> tuple[Tensor, Tensor]:
+    """``y_{t-lag}`` for every step t of ``split``: values ``[T, S]`` and an availability mask.
+
+    The lag column is used when the data has one (un-standardised with the stored training
+    statistics), otherwise the y history; steps before the first observation are unavailable.
+    """
+    if lag < 1:
+        raise ValueError(f"lag must be >= 1; got {lag}")
+    sp = data.split(split)
+    cols = lag_columns(data.feature_names)
+    if lag in cols:
+        j = cols[lag]
+        mean = data.feature_mean[j] if data.feature_mean.numel() > j else torch.tensor(0.0)
+        std = data.feature_std[j] if data.feature_std.numel() > j else torch.tensor(1.0)
+        values = (sp.X[..., j] * std + mean).round().clamp_min(0.0)
+        return values, torch.ones_like(values, dtype=torch.bool)
+    history, _ = data.y_history()
+    start = _split_start(data, split)
+    values = torch.zeros(sp.num_steps, data.num_sites)
+    ok = torch.zeros(sp.num_steps, data.num_sites, dtype=torch.bool)
+    for i in range(sp.num_steps):
+        t = start + i - lag
+        if t >= 0:
+            values[i], ok[i] = history[t], True
+    return values, ok
+
+
+def heuristic_scores(data: TopKData, split: str, rule: str, window: int = 5) -> Tensor:
+    """Scores ``[T, S]`` of one heuristic on ``split`` (also its point forecast for MAE/RMSE)."""
+    if rule not in HEURISTICS:
+        raise ValueError(f"rule must be one of {HEURISTICS}; got {rule!r}")
+    if window < 1:
+        raise ValueError(f"window must be >= 1; got {window}")
+    sp = data.split(split)
+    if rule == "zero":
+        return torch.zeros(sp.num_steps, data.num_sites)
+    lags = [1] if rule == "last" else list(range(1, window + 1))
+    total = torch.zeros(sp.num_steps, data.num_sites)
+    count = torch.zeros(sp.num_steps, data.num_sites)
+    for lag in lags:
+        values, ok = lagged_counts(data, split, lag)
+        total += torch.where(ok, values, torch.zeros_like(values))
+        count += ok.to(total.dtype)
+    return torch.where(count > 0, total / count.clamp_min(1.0), torch.zeros_like(total))
+
+
+def heuristic_source(data: TopKData, rule: str, window: int = 5) -> str:
+    """Where a heuristic's lags come from: ``lag columns``, ``y history`` or both (``none`` for zero)."""
+    if rule == "zero":
+        return "none"
+    need = [1] if rule == "last" else list(range(1, window + 1))
+    have = lag_columns(data.feature_names)
+    n_cols = sum(k in have for k in need)
+    if n_cols == len(need):
+        return "lag columns"
+    return "y history" if n_cols == 0 else f"lag columns 1-{n_cols} + y history"
+
+
+def heuristic_label(rule: str, window: int = 5) -> str:
+    """The row label used in tables: ``last step``, ``avg over W``, ``chance (ŷ=0)``."""
+    return {"last": "last step", "zero": "chance (ŷ=0)"}.get(rule, f"avg over {window}")
+
+
+def evaluate_heuristic(
+    data: TopKData, split: str, k: int, rule: str, window: int = 5
+) -> dict[str, Any]:
+    """BPR@K (exact expected ties; mean over steps and per step) and MAE/RMSE of one heuristic."""
+    k = check_k(k, data.num_sites)
+    sp = data.split(split)
+    scores = heuristic_scores(data, split, rule, window)
+    per_step = bpr(sp.y, scores, k)
+    err = scores - sp.y.to(torch.float32)
+    return {
+        "rule": rule,
+        "method": heuristic_label(rule, window),
+        "window": window if rule == "avg" else None,
+        "source": heuristic_source(data, rule, window),
+        "split": split,
+        "bpr": nanmean(per_step),
+        "bpr_per_step": [float(v) for v in per_step],
+        "mae": float(err.abs().mean()),
+        "rmse": float(err.pow(2).mean().sqrt()),
+    }
+
+
+def best_heuristic(
+    data: TopKData, k: int, window: int = 5, select_on: str = "valid", report_on: str = "test"
+) -> dict[str, Any]:
+    """The heuristic with the highest BPR@K on ``select_on`` (validation), with its BPR on both.
+
+    Returns ``{"rule", "method", "valid_bpr", "test_bpr", "all": [...]}`` (keys named after the
+    two splits); ties keep the order of :data:`HEURISTICS`.
+    """
+    rows = []
+    for rule in HEURISTICS:
+        sel = evaluate_heuristic(data, select_on, k, rule, window)
+        rep = evaluate_heuristic(data, report_on, k, rule, window)
+        rows.append(
+            {
+                "rule": rule,
+                "method": sel["method"],
+                f"{select_on}_bpr": sel["bpr"],
+                f"{report_on}_bpr": rep["bpr"],
+            }
+        )
+    key = f"{select_on}_bpr"
+    best = max(rows, key=lambda r: -1.0 if r[key] != r[key] else r[key])  # NaN sorts last
+    return {**best, "all": rows}
