@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,13 @@ from .experiment import (
     TrainConfig,
     baseline_rows,
     compare,
+    comparison_lines,
+    comparison_warning,
     config_dict,
     default_model_kind,
     evaluate_rows,
     format_table,
+    heuristic_comparison,
     pareto_plot,
     selected_valid_bpr,
     summarise,
@@ -537,6 +541,10 @@ def cmd_train(args: argparse.Namespace) -> Report:
         model_path,
     )
     plot = _plot_history(result.history, args.out / "training.png", name)
+    cmp = heuristic_comparison(model, data, k, ev, cfg.denominator_offset)
+    warning = comparison_warning(cmp, name, k)
+    if warning is not None:
+        print(f"{PROG}: {warning}", file=sys.stderr)
     return Report(
         {
             "data": data.name,
@@ -547,9 +555,10 @@ def cmd_train(args: argparse.Namespace) -> Report:
             "best_epoch": result.best_epoch,
             "history": result.history,
             "metrics": rows,
+            "heuristic_comparison": cmp,
         },
         table=f"\n{name} on {data.name} (K={k}), {ev.split} split:\n"
-        + format_table(summarise(rows)),
+        + "\n".join([format_table(summarise(rows)), *comparison_lines(cmp, name, k)]),
         files=[model_path, plot],
     )
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ._contract import mean_std, table
-from .baselines import evaluate_heuristic
+from .baselines import best_heuristic, evaluate_heuristic
 from .data import TopKData
 from .losses import DAMLLoss
 from .models import ForecastModel, NegBinMixedEffects, TruncNormMixture
@@ -176,6 +176,69 @@ def baseline_rows(data: TopKData, k: int, ev: EvalConfig) -> list[dict[str, Any]
             }
         )
     return rows
+
+
+def heuristic_comparison(
+    model: ForecastModel, data: TopKData, k: int, ev: EvalConfig, offset: float
+) -> dict[str, Any]:
+    """The trained model's valid and test BPR@K (ratio ranking, ``ev`` trials × samples) beside
+    the best heuristic's (chosen on validation among last / avg over ``ev.window`` / zero).
+
+    ``heuristic_better`` is true when that heuristic beats the model on validation or on test.
+    """
+    bprs = {
+        s: evaluate_model(model, data.split(s), k, "ratio", ev.trials, ev.num_samples, offset)[
+            "bpr"
+        ]
+        for s in ("valid", "test")
+    }
+    best = best_heuristic(data, k, ev.window)
+    better_valid = best["valid_bpr"] > bprs["valid"]
+    better_test = best["test_bpr"] > bprs["test"]
+    return {
+        "model": {"valid_bpr": bprs["valid"], "test_bpr": bprs["test"]},
+        "best_heuristic": {
+            "rule": best["rule"],
+            "method": best["method"],
+            "valid_bpr": best["valid_bpr"],
+            "test_bpr": best["test_bpr"],
+        },
+        "heuristics": best["all"],
+        "heuristic_better_on_valid": better_valid,
+        "heuristic_better_on_test": better_test,
+        "heuristic_better": better_valid or better_test,
+    }
+
+
+def comparison_lines(cmp: dict[str, Any], name: str, k: int) -> list[str]:
+    """The console table of :func:`heuristic_comparison` (valid and test BPR@K)."""
+    best = cmp["best_heuristic"]
+    rows = [
+        [name, f"{cmp['model']['valid_bpr']:.4f}", f"{cmp['model']['test_bpr']:.4f}"],
+        [
+            f"{best['method']} (best heuristic on valid)",
+            f"{best['valid_bpr']:.4f}",
+            f"{best['test_bpr']:.4f}",
+        ],
+    ]
+    return ["", table(rows, ["model vs heuristic", f"valid BPR@{k}", f"test BPR@{k}"])]
+
+
+def comparison_warning(cmp: dict[str, Any], name: str, k: int) -> str | None:
+    """One warning line when the best heuristic beats the model (None otherwise)."""
+    if not cmp["heuristic_better"]:
+        return None
+    best, model = cmp["best_heuristic"], cmp["model"]
+    where = [
+        f"{s} {best[f'{s}_bpr']:.3f} vs {model[f'{s}_bpr']:.3f}"
+        for s in ("valid", "test")
+        if cmp[f"heuristic_better_on_{s}"]
+    ]
+    return (
+        f"warning: the heuristic '{best['method']}' beats the trained {name} model on "
+        f"BPR@{k} ({'; '.join(where)}); more epochs, early stopping (--early-stopping) or "
+        "another learning rate may help, and the heuristic is the baseline to report"
+    )
 
 
 METHODS: dict[str, tuple[str, float]] = {
