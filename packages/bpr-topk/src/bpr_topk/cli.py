@@ -61,6 +61,7 @@ from .experiment import (
 from .metrics import bpr
 from .models import MODELS, ForecastModel, build_model
 from .ranking import ratio_rating, ratio_values
+from .train import FitResult
 
 PROG = "bpr-topk"
 DATASETS = ("synthetic7", "hotspots", "panel")
@@ -204,6 +205,21 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         choices=["paper", "code", "last"],
         default="paper",
         help="checkpoint rule: paper (App. C.2), code (official) or last (default: paper)",
+    )
+    p.add_argument(
+        "--early-stopping",
+        choices=["off", "bpr", "nll"],
+        default="off",
+        help="stop when the valid BPR (bpr) or valid NLL (nll) has not improved for --patience "
+        "validations and restore the best checkpoint on it; replaces --selection "
+        "(default: off, the fixed --epochs budget)",
+    )
+    p.add_argument(
+        "--patience",
+        type=positive_int(),
+        default=5,
+        help="validations (every --val-freq epochs) without improvement before early stopping "
+        "(default: 5)",
     )
     p.add_argument(
         "--reference-bpr",
@@ -451,6 +467,8 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         reduction=args.reduction,
         val_freq=args.val_freq,
         selection=args.selection,
+        early_stopping=None if args.early_stopping == "off" else args.early_stopping,
+        patience=args.patience,
     )
 
 
@@ -553,14 +571,31 @@ def cmd_train(args: argparse.Namespace) -> Report:
             "train_config": config_dict(cfg),
             "eval_config": config_dict(ev),
             "best_epoch": result.best_epoch,
+            "stopped_epoch": result.stopped_epoch,
+            "selection": result.selection,
             "history": result.history,
             "metrics": rows,
             "heuristic_comparison": cmp,
         },
         table=f"\n{name} on {data.name} (K={k}), {ev.split} split:\n"
-        + "\n".join([format_table(summarise(rows)), *comparison_lines(cmp, name, k)]),
+        + "\n".join(
+            [
+                format_table(summarise(rows)),
+                _selection_line(result),
+                *comparison_lines(cmp, name, k),
+            ]
+        ),
         files=[model_path, plot],
     )
+
+
+def _selection_line(result: FitResult) -> str:
+    stop = (
+        f"stopped early at epoch {result.stopped_epoch}"
+        if result.stopped_epoch is not None
+        else "ran the full budget"
+    )
+    return f"checkpoint: epoch {result.best_epoch} ({result.selection}); {stop}"
 
 
 def _plot_history(history: list[dict[str, float]], path: Path, title: str) -> Path:

@@ -49,6 +49,8 @@ class TrainConfig:
     warm_start: bool = False
     finetune_epochs: int | None = None
     finetune_lr: float | None = None
+    early_stopping: str | None = None
+    patience: int = 5
 
 
 @dataclass
@@ -135,6 +137,8 @@ def train_one(
         reference_bpr=reference_bpr,
         val_samples=cfg.val_samples,
         progress=progress,
+        early_stopping=cfg.early_stopping,  # type: ignore[arg-type]
+        patience=cfg.patience,
     )
     return model, result
 

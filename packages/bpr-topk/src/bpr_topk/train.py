@@ -19,6 +19,7 @@ from .ranking import ratio_rating
 
 Selection = Literal["paper", "code", "last"]
 Rule = Literal["ratio", "mean"]
+Monitor = Literal["bpr", "nll"]
 
 
 @dataclass
@@ -29,11 +30,16 @@ class FitResult:
         best_state: ``state_dict`` of the selected checkpoint (already loaded into the model).
         best_epoch: epoch of that checkpoint (0 = initialisation).
         history: one dict per validation (epoch, train loss/NLL/BPR, valid NLL/BPR).
+        stopped_epoch: the epoch at which early stopping ended training (None: full budget).
+        selection: the rule that chose the checkpoint (``paper``, ``code``, ``last``, or
+            ``early_stopping:bpr`` / ``early_stopping:nll``).
     """
 
     best_state: dict[str, Tensor]
     best_epoch: int
     history: list[dict[str, float]] = field(default_factory=list)
+    stopped_epoch: int | None = None
+    selection: str = "paper"
 
 
 @torch.no_grad()
@@ -126,17 +132,31 @@ def fit(
     reference_bpr: float | None = None,
     val_samples: int = 500,
     progress: bool = True,
+    early_stopping: Monitor | None = None,
+    patience: int = 5,
+    min_delta: float = 0.0,
 ) -> FitResult:
     """Train ``model`` full batch with Adam on ``loss_fn`` and keep the selected checkpoint.
 
     Validation (every ``val_freq`` epochs and at epoch 0) records valid NLL per site-time and
     the valid BPR@K of the ratio rating (``val_samples`` samples). The model is left holding the
     selected checkpoint.
+
+    Early stopping (``early_stopping="bpr"`` or ``"nll"``): training ends once ``patience``
+    validations in a row have not improved the best valid BPR (higher) or valid NLL (lower) by
+    more than ``min_delta``, and the checkpoint with the best monitored value is restored (this
+    replaces ``selection``). ``epochs`` is then an upper bound.
     """
     if epochs < 0 or val_freq < 1:
         raise ValueError(f"epochs must be >= 0 and val_freq >= 1; got {epochs}, {val_freq}")
     if not lr > 0:
         raise ValueError(f"lr must be > 0; got {lr}")
+    if early_stopping not in (None, "bpr", "nll"):
+        raise ValueError(f"early_stopping must be None, 'bpr' or 'nll'; got {early_stopping!r}")
+    if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+        raise ValueError(f"patience must be an integer >= 1; got {patience!r}")
+    if not min_delta >= 0:
+        raise ValueError(f"min_delta must be >= 0; got {min_delta}")
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history: list[dict[str, float]] = []
     states: list[dict[str, Tensor]] = []
@@ -157,6 +177,7 @@ def fit(
         states.append(copy.deepcopy(model.state_dict()))
 
     validate(0)
+    best_value, since, stopped = monitored(history[0], early_stopping), 0, None
     bar = tqdm(range(1, epochs + 1), disable=not progress, desc=f"train[{loss_fn.objective}]")
     for epoch in bar:
         opt.zero_grad(set_to_none=True)
@@ -171,11 +192,34 @@ def fit(
         if epoch % val_freq == 0 or epoch == epochs:
             validate(epoch)
             bar.set_postfix(valid_bpr=f"{history[-1]['valid_bpr']:.3f}")
-    best = select_checkpoint(
-        history, loss_fn.objective, selection, reference_bpr, loss_fn.lam, loss_fn.nll_weight
-    )
+            if early_stopping is not None:
+                value = monitored(history[-1], early_stopping)
+                if value > best_value + min_delta:
+                    best_value, since = value, 0
+                else:
+                    since += 1
+                if since >= patience and epoch < epochs:
+                    stopped = epoch
+                    break
+    bar.close()
+    if early_stopping is not None:
+        scores = [monitored(h, early_stopping) for h in history]
+        best = scores.index(max(scores))
+        rule = f"early_stopping:{early_stopping}"
+    else:
+        best = select_checkpoint(
+            history, loss_fn.objective, selection, reference_bpr, loss_fn.lam, loss_fn.nll_weight
+        )
+        rule = selection
     model.load_state_dict(states[best])
-    return FitResult(states[best], int(history[best]["epoch"]), history)
+    return FitResult(states[best], int(history[best]["epoch"]), history, stopped, rule)
+
+
+def monitored(entry: dict[str, float], monitor: Monitor | None) -> float:
+    """Early-stopping score of one validation (higher is better): valid BPR, or minus valid NLL;
+    NaN counts as the worst value."""
+    value = entry["valid_nll"] * -1.0 if monitor == "nll" else entry["valid_bpr"]
+    return -math.inf if math.isnan(value) else float(value)
 
 
 def evaluate_scores(y: Tensor, scores: Tensor, k: int) -> dict[str, float]:

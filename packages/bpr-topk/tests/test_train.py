@@ -1,0 +1,98 @@
+"""Selection on validation: early stopping with patience on valid BPR or NLL (restores the best)."""
+
+import json
+import math
+
+import pytest
+import torch
+from bpr_topk import DAMLLoss, ForecastModel, Split, fit
+from bpr_topk.cli import main
+from torch import nn
+from torch.distributions import Poisson
+
+
+class Rates(ForecastModel):
+    """Independent Poisson sites with one shared log-rate (a closed-form NLL optimum)."""
+
+    def __init__(self, num_sites: int, log_rate: float) -> None:
+        super().__init__()
+        self.num_sites = num_sites
+        self.log_rate = nn.Parameter(torch.tensor(log_rate))
+
+    def forward(self, X=None, time=None):
+        shape = X.shape[:-1] if X is not None else (self.num_sites,)
+        return Poisson(self.log_rate.exp().expand(shape))
+
+    def config(self):
+        return {"num_sites": self.num_sites, "log_rate": float(self.log_rate)}
+
+
+def _split(value: float, steps: int, sites: int = 6) -> Split:
+    y = torch.full((steps, sites), value).round().long()
+    time = torch.zeros(steps, sites)
+    return Split(torch.zeros(steps, sites, 0), y, time, [float(t) for t in range(steps)])
+
+
+def _fit(monitor, **kw):
+    torch.manual_seed(0)
+    model = Rates(6, math.log(0.5))
+    train, valid = _split(10.0, 4), _split(3.0, 2)  # train optimum rate 10, valid optimum 3
+    res = fit(model, train, valid, DAMLLoss(2, objective="nll"), epochs=300, lr=0.05,
+              val_freq=5, val_samples=20, progress=False, early_stopping=monitor, **kw)  # fmt: skip
+    return model, res
+
+
+def test_early_stopping_on_nll_stops_after_the_valid_optimum_and_restores_it():
+    """The rate climbs from 0.5 towards the train optimum 10, passing the valid optimum 3: the
+    valid NLL falls, then rises; with patience 3 training stops 3 validations after its minimum
+    and the model holds the best-valid-NLL checkpoint (rate near 3), not the last one."""
+    model, res = _fit("nll", patience=3)
+    nll = [h["valid_nll"] for h in res.history]
+    best = nll.index(min(nll))
+    assert res.selection == "early_stopping:nll" and res.best_epoch == res.history[best]["epoch"]
+    assert res.stopped_epoch == res.history[-1]["epoch"] == res.best_epoch + 3 * 5
+    assert res.stopped_epoch < 300
+    assert all(nll[i] >= nll[best] for i in range(best + 1, len(nll)))
+    assert torch.equal(model.log_rate.detach(), res.best_state["log_rate"])
+    assert math.exp(float(model.log_rate.detach())) == pytest.approx(3.0, rel=0.1)
+
+
+def test_early_stopping_on_bpr_keeps_the_initial_checkpoint_when_bpr_never_improves():
+    """Every site has the same valid count, so every ranking has valid BPR 1: no validation
+    improves on epoch 0, training stops after ``patience`` validations and epoch 0 is restored."""
+    model, res = _fit("bpr", patience=2)
+    assert res.stopped_epoch == 10 and res.best_epoch == 0
+    assert float(model.log_rate.detach()) == pytest.approx(math.log(0.5))
+
+
+def test_without_early_stopping_the_whole_budget_runs():
+    _, res = _fit(None)
+    assert res.stopped_epoch is None and res.history[-1]["epoch"] == 300
+    assert res.selection == "paper"
+
+
+def test_min_delta_and_bad_arguments():
+    _, res = _fit("nll", patience=1, min_delta=1e9)  # nothing counts as an improvement
+    assert res.stopped_epoch == 5 and res.best_epoch == 5  # the best value still wins
+    for kw, match in [
+        ({"early_stopping": "mae"}, "early_stopping must be"),
+        ({"early_stopping": "nll", "patience": 0}, "patience must be an integer >= 1"),
+        ({"early_stopping": "nll", "min_delta": -1.0}, "min_delta must be >= 0"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            fit(Rates(6, 0.0), _split(1, 2), _split(1, 1), DAMLLoss(2, objective="nll"),
+                epochs=1, progress=False, **kw)  # fmt: skip
+
+
+def test_train_cli_early_stopping_is_recorded(tmp_path):
+    argv = ["train", "--quiet", "--dataset", "synthetic7", "--objective", "nll", "--lr", "0.1"]
+    argv += ["--epochs", "200", "--val-freq", "5", "--early-stopping", "bpr", "--patience", "2"]
+    argv += ["--eval-trials", "1", "--eval-samples", "50", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["selection"] == "early_stopping:bpr"
+    bpr = {h["epoch"]: h["valid_bpr"] for h in res["history"]}
+    assert bpr[res["best_epoch"]] == max(bpr.values())
+    assert res["stopped_epoch"] == max(bpr) < 200, res["stopped_epoch"]  # stopped early
+    later = [v for e, v in bpr.items() if e > res["best_epoch"]]
+    assert len(later) == 2 and max(later) <= bpr[res["best_epoch"]]  # patience 2
