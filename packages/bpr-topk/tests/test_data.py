@@ -201,3 +201,92 @@ def test_hotspots_round_trip_and_history_is_uninformative(tmp_path):
         assert torch.allclose(d.split(s).X, h.split(s).X)
     with pytest.raises(ValueError, match="sites must be >= 2"):
         make_hotspots(1)
+
+
+def _swap_columns(path, i, j):
+    def fn(lines):
+        out = []
+        for ln in lines:
+            cells = ln.split(",")
+            cells[i], cells[j] = cells[j], cells[i]
+            out.append(",".join(cells))
+        return out
+
+    _edit(path, fn)
+
+
+def test_test_and_valid_x_columns_are_matched_to_train_by_name(folder):
+    ref = _load(folder)
+    _swap_columns(folder / "test_x.csv", 2, 9)  # two feature columns, any order
+    _swap_columns(folder / "valid_x.csv", 3, 14)
+    d = _load(folder)
+    assert d.feature_names == ref.feature_names
+    for s in ("train", "valid", "test"):
+        assert torch.equal(d.split(s).X, ref.split(s).X)
+
+
+@pytest.mark.parametrize("name", ["valid_x.csv", "test_y.csv", "train_y.csv"])
+def test_swapped_key_columns_are_named(folder, name):
+    _swap_columns(folder / name, 0, 1)
+    with pytest.raises(
+        ValueError,
+        match=rf"{name}: the key columns are swapped \('timestep' first, 'geoid' second\); "
+        r"train_x\.csv has the site id 'geoid' first",
+    ):
+        load_topk_folder(folder)
+
+
+def test_target_column_placed_first_is_named(folder):
+    def target_first(lines):
+        return [",".join([ln.split(",")[2], *ln.split(",")[:2]]) for ln in lines]
+
+    _edit(folder / "valid_y.csv", target_first)
+    with pytest.raises(
+        ValueError,
+        match=r"valid_y\.csv: column 'deaths' is placed before the key columns 'geoid' and "
+        r"'timestep' \(found as columns 2 and 3\); .* then the target",
+    ):
+        load_topk_folder(folder)
+
+
+def test_feature_column_placed_first_in_train_x_is_named(folder):
+    _swap_columns(folder / "train_x.csv", 0, 2)  # deaths_sp_lag, timestep, geoid, ...
+    with pytest.raises(
+        ValueError, match=r"train_x\.csv: column 'deaths_sp_lag' is placed before the key columns"
+    ):
+        load_topk_folder(folder)
+
+
+@pytest.mark.parametrize("cell", ["nan", "NaN", "inf"])
+def test_nan_in_the_site_key_column_is_named(folder, cell):
+    _edit(folder / "test_x.csv", lambda ls: [ls[0], ls[1], cell + "," + ls[2].split(",", 1)[1]])
+    with pytest.raises(
+        ValueError,
+        match=rf"test_x\.csv: row 3, column 'geoid' \(the site id key column\) holds '{cell}'; "
+        "the key columns must not hold NaN or inf",
+    ):
+        load_topk_folder(folder)
+
+
+def test_nan_in_the_time_key_column_is_named(folder):
+    _edit(
+        folder / "valid_x.csv",
+        lambda ls: [ls[0], ",".join([ls[1].split(",")[0], "nan", *ls[1].split(",")[2:]]), *ls[2:]],
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"valid_x\.csv: row 2, column 'timestep' holds an empty cell or NaN .*; "
+        r"time indices \(the second key column\) must be finite numbers",
+    ):
+        load_topk_folder(folder)
+
+
+def test_missing_and_extra_feature_columns_are_listed_without_empty_lists(folder):
+    _edit(
+        folder / "valid_x.csv",
+        lambda ls: [ls[0].replace("svi_theme1", "svi_theme9"), *ls[1:]],
+    )
+    with pytest.raises(ValueError) as info:
+        load_topk_folder(folder)
+    msg = str(info.value)
+    assert "missing ['svi_theme1'], extra ['svi_theme9']" in msg and "[]" not in msg

@@ -136,3 +136,34 @@ def test_synthetic7_direction_bpr_only_vs_nll_only():
     by = {r["method"]: r for r in rows}
     assert by["BPR-only"]["bpr"] >= by["NLL-only"]["bpr"]
     assert by["NLL-only"]["nll"] < by["BPR-only"]["nll"]
+
+
+@pytest.mark.parametrize("name", ["objective", "nll_weight", "eps", "lam"])
+def test_bpr_loss_raises_on_arguments_it_would_ignore(name):
+    value = {"objective": "daml", "nll_weight": 1.0, "eps": 0.9, "lam": 30.0}[name]
+    with pytest.raises(TypeError, match=rf"BPRLoss does not use {name}: it is the BPR-only"):
+        BPRLoss(5, **{name: value})
+    BPRLoss(5, sigma=0.05, num_score_samples=3)  # the arguments it uses are passed through
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"k": 0}, r"k must be an integer >= 1 \(the budget K\); got 0"),
+        ({"k": 2.5}, "k must be an integer >= 1"),
+        ({"k": True}, "k must be an integer >= 1"),
+        ({"sigma": 0.0}, r"sigma must be a finite number > 0 \(noise std\); got 0.0"),
+        ({"sigma": -0.1}, "sigma must be a finite number > 0"),
+        ({"sigma": float("nan")}, "sigma must be a finite number > 0"),
+        ({"noise": "uniform"}, "noise must be 'normal' or 'gumbel'; got 'uniform'"),
+        ({"num_perturb_samples": 0}, "num_perturb_samples must be >= 1"),
+        ({"score": "joint_site"}, "score must be 'joint' or 'per_site'"),
+        ({"baseline": "mean"}, "baseline must be None or 'loo'"),
+        ({"forward": "soft"}, "forward must be 'hard' or 'smoothed'"),
+        ({"denominator_offset": -1.0}, "denominator_offset must be >= 0"),
+    ],
+)
+def test_daml_loss_validates_its_arguments_when_built(kwargs, match):
+    kwargs = {"k": 5, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        DAMLLoss(**kwargs)

@@ -148,7 +148,7 @@ def _check_finite(path: Path, column: str, values: np.ndarray, lines: list[int],
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
         i = int(bad[0])
-        shown = "an empty cell" if math.isnan(values[i]) else f"{values[i]:g}"
+        shown = "an empty cell or NaN" if math.isnan(values[i]) else f"{values[i]:g}"
         raise ValueError(
             f"{path}: row {lines[i]}, column {column!r} holds {shown} ({len(bad)} such cell(s)); "
             f"{what} must be finite numbers"
@@ -161,10 +161,51 @@ def _keys(
     sites = [_parse_key(r[0]) for r in body]
     for i, site in enumerate(sites):
         if site == "":
-            raise ValueError(f"{path}: row {lines[i]}, column {names[0]!r}: empty site id")
+            raise ValueError(
+                f"{path}: row {lines[i]}, column {names[0]!r}: empty site id; the key columns "
+                "(site id, time) must hold a value in every row"
+            )
+        if site.lower() in _NON_FINITE:
+            raise ValueError(
+                f"{path}: row {lines[i]}, column {names[0]!r} (the site id key column) holds "
+                f"{site!r}; the key columns must not hold NaN or inf"
+            )
     times = _to_float(path, names[1], [r[1] for r in body], lines)
-    _check_finite(path, names[1], times, lines, "time indices")
+    _check_finite(path, names[1], times, lines, "time indices (the second key column)")
     return list(zip(sites, times.tolist()))
+
+
+_NON_FINITE = ("nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
+
+
+def _check_key_order(
+    path: Path, names: list[str], ref: tuple[str, str], ref_file: str, swap: bool = True
+) -> None:
+    """The first two columns must be the site id and time columns named as in ``ref_file``.
+
+    Files whose first two columns carry other names are read by position; the names are only
+    enforced when they show a mistake: the two key columns swapped, or another column (a target
+    or feature) placed before them.
+    """
+    first = (names[0], names[1])
+    if first == ref:
+        return
+    if first == (ref[1], ref[0]):
+        if not swap:
+            return  # reported on the other file
+        raise ValueError(
+            f"{path}: the key columns are swapped ({names[0]!r} first, {names[1]!r} second); "
+            f"{ref_file} has the site id {ref[0]!r} first and the time {ref[1]!r} second, and "
+            "every file must start with the site id, then the time"
+        )
+    if ref[0] in names and ref[1] in names:
+        where = f"{names.index(ref[0]) + 1} and {names.index(ref[1]) + 1}"
+        what = "the target" if path.name.endswith("_y.csv") else "the features"
+        raise ValueError(
+            f"{path}: column {names[0]!r} is placed before the key columns {ref[0]!r} and "
+            f"{ref[1]!r} (found as columns {where}); every file must start with the site id, "
+            f"then the time, then {what}"
+        )
 
 
 def _grid(
@@ -220,8 +261,10 @@ def load_topk_folder(
     Raises:
         FileNotFoundError: a file of the layout is missing.
         ValueError: an empty file or one without data rows, misaligned or duplicate keys,
-            differing site sets or columns between the six files, missing columns, non-numeric
-            or non-finite (NaN/inf/empty) cells, negative or (unless ``allow_fractional``)
+            key columns swapped or placed after another column, NaN/inf in a key column,
+            differing site sets or feature columns between the six files (the x files may
+            order their features differently: columns are matched by name), non-numeric or
+            non-finite (NaN/inf/empty) cells, negative or (unless ``allow_fractional``)
             fractional counts. The message names the file, the row and the column.
     """
     root = Path(path)
@@ -243,7 +286,12 @@ def load_topk_folder(
         px, py = root / f"{s}_x.csv", root / f"{s}_y.csv"
         xn, xb, xl = _read_csv(px)
         yn, yb, yl = _read_csv(py)
-        key_names = (xn[0], xn[1])
+        if s == "train":
+            _check_key_order(px, xn, (yn[0], yn[1]), py.name, swap=False)  # a feature first
+            key_names = (xn[0], xn[1])
+        else:
+            _check_key_order(px, xn, key_names, "train_x.csv")
+        _check_key_order(py, yn, key_names, "train_x.csv")
         targets = yn[2:]
         if not targets:
             raise ValueError(f"{py}: no target column after the site and time columns")
@@ -259,11 +307,15 @@ def load_topk_folder(
         feats = xn[2:]
         if feature_names is None:
             feature_names, target_name = feats, tname
-        elif feats != feature_names:
+        elif sorted(feats) != sorted(feature_names):  # any order: columns are matched by name
             missing = [c for c in feature_names if c not in feats]
             extra = [c for c in feats if c not in feature_names]
+            parts = [f"missing {missing}" if missing else "", f"extra {extra}" if extra else ""]
+            if not missing and not extra:
+                parts = ["a column name repeats a different number of times"]
             raise ValueError(
-                f"{px}: feature columns differ from train_x.csv (missing {missing}, extra {extra})"
+                f"{px}: feature columns differ from train_x.csv ({', '.join(p for p in parts if p)}); "
+                "every x file needs the same feature columns (any order)"
             )
         xkeys = _keys(px, xb, xn, xl)
         ykeys = _keys(py, yb, yn, yl)

@@ -11,6 +11,7 @@ One call builds the whole per-epoch objective of App. A.1, vectorised over time 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -103,6 +104,22 @@ class DAMLLoss:
         reduction: Reduction = "mean",
         generator: torch.Generator | None = None,
     ) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be an integer >= 1 (the budget K); got {k!r}")
+        if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
+            raise ValueError(f"sigma must be a finite number > 0 (noise std); got {sigma!r}")
+        if noise not in ("normal", "gumbel"):
+            raise ValueError(f"noise must be 'normal' or 'gumbel'; got {noise!r}")
+        if num_perturb_samples < 1:
+            raise ValueError(f"num_perturb_samples must be >= 1; got {num_perturb_samples}")
+        if score not in ("joint", "per_site"):
+            raise ValueError(f"score must be 'joint' or 'per_site'; got {score!r}")
+        if baseline not in (None, "loo"):
+            raise ValueError(f"baseline must be None or 'loo'; got {baseline!r}")
+        if forward not in ("hard", "smoothed"):
+            raise ValueError(f"forward must be 'hard' or 'smoothed'; got {forward!r}")
+        if not (math.isfinite(denominator_offset) and denominator_offset >= 0):
+            raise ValueError(f"denominator_offset must be >= 0; got {denominator_offset!r}")
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {OBJECTIVES}; got {objective!r}")
         if not 0.0 <= eps <= 1.0:
@@ -180,9 +197,21 @@ class DAMLLoss:
 
 
 class BPRLoss(DAMLLoss):
-    """BPR-only objective, paper Eq. 9: ``J = Σ_t L_BPR(r_t, y_t)`` (no likelihood term)."""
+    """BPR-only objective, paper Eq. 9: ``J = Σ_t L_BPR(r_t, y_t)`` (no likelihood term).
+
+    Takes the arguments of :class:`DAMLLoss` except ``objective``, ``nll_weight``, ``eps`` and
+    ``lam``, which this objective does not use: passing one raises ``TypeError`` (use
+    ``DAMLLoss(objective="daml", eps=..., lam=...)`` for the hinge with a likelihood term).
+    """
+
+    IGNORED = ("objective", "nll_weight", "eps", "lam")
 
     def __init__(self, k: int, **kwargs: object) -> None:
-        kwargs.pop("objective", None)
-        kwargs.pop("nll_weight", None)
+        given = [name for name in self.IGNORED if name in kwargs]
+        if given:
+            raise TypeError(
+                f"BPRLoss does not use {', '.join(given)}: it is the BPR-only objective "
+                "(Eq. 9, no likelihood, no target ε, no penalty λ); use "
+                "DAMLLoss(objective=..., eps=..., lam=..., nll_weight=...) instead"
+            )
         super().__init__(k, objective="bpr", nll_weight=0.0, **kwargs)  # type: ignore[arg-type]
