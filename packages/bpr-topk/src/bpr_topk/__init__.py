@@ -21,6 +21,7 @@ from .data import (
     make_panel,
     make_synthetic7,
     make_toy9,
+    make_zero_inflated,
     toy9_outcomes,
     write_topk_folder,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "make_panel",
     "make_synthetic7",
     "make_toy9",
+    "make_zero_inflated",
     "mean_rating",
     "nll_term",
     "perturbed_topk",

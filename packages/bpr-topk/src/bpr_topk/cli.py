@@ -39,6 +39,7 @@ from .data import (
     make_hotspots,
     make_panel,
     make_synthetic7,
+    make_zero_inflated,
     toy9_outcomes,
 )
 from .experiment import (
@@ -64,7 +65,7 @@ from .ranking import ratio_rating, ratio_values
 from .train import FitResult
 
 PROG = "bpr-topk"
-DATASETS = ("synthetic7", "hotspots", "panel")
+DATASETS = ("synthetic7", "hotspots", "panel", "zeroinflated")
 DEMO_DATASETS = ("hotspots", "synthetic7")
 CHECKPOINT_KEYS = ("model", "config", "state_dict")
 
@@ -84,8 +85,8 @@ def _data_args(p: argparse.ArgumentParser) -> None:
         choices=list(DATASETS),
         default="synthetic7",
         help="embedded data when --data is not given: synthetic7 (paper Sec. 5.1, K=5), "
-        "hotspots (covariates carry the signal, K=S/20) or panel (Cook-like, K=S/10) "
-        "(default: synthetic7)",
+        "hotspots (covariates carry the signal, K=S/20), panel (Cook-like, K=S/10) or "
+        "zeroinflated (about 92%% zeros, known best ranking, K=S/20) (default: synthetic7)",
     )
     p.add_argument(
         "--target",
@@ -96,14 +97,14 @@ def _data_args(p: argparse.ArgumentParser) -> None:
         "--sites",
         type=positive_int(),
         default=None,
-        help="sites of --dataset panel (a square >= 4) or hotspots (default: 400 panel, "
-        "500 hotspots)",
+        help="sites of --dataset panel (a square >= 4), hotspots or zeroinflated (default: "
+        "400 panel, 500 hotspots, 200 zeroinflated)",
     )
     p.add_argument(
         "--K",
         type=positive_int(),
         default=None,
-        help="budget K (default: 5 synthetic7, S/10 panel, S/20 hotspots, 100 folder)",
+        help="budget K (default: 5 synthetic7, S/10 panel, S/20 hotspots and zeroinflated, 100 folder)",
     )
 
 
@@ -424,6 +425,10 @@ def _load_data(args: argparse.Namespace) -> tuple[TopKData, int]:
     elif args.dataset == "hotspots":
         with blame("--sites"):
             data = make_hotspots(args.sites or 500, seed=args.seed)
+        k_default = max(1, data.num_sites // 20)
+    elif args.dataset == "zeroinflated":
+        with blame("--sites"):
+            data = make_zero_inflated(args.sites or 200, seed=args.seed)
         k_default = max(1, data.num_sites // 20)
     else:
         data, k_default = make_synthetic7(args.seed), 5
