@@ -54,10 +54,19 @@ def cook_table(res: dict) -> list[str]:
     wins = sum(v["DAML eps=1.0"] >= v["NLL-only"] for v in per_seed.values())
     naive = {r["method"] for r in res["rows"] if r.get("ranking") == "history"}
     best = max((s for s in res["summary"] if s["method"] in naive), key=lambda s: s["bpr"])
+
+    def mark(key: str) -> str:
+        if key not in t:
+            return "not measured in this run"
+        return "met" if t[key] else "**missed**"
+
     lines += [
         "",
-        f"Targets: DAML ≥ NLL-only on test BPR@100: **{t['daml_bpr_ge_nll_only']}**; "
-        f"DAML NLL within 5 % of NLL-only: **{t['daml_nll_within_5pct']}**. "
+        f"Targets (means over seeds): DAML ≥ NLL-only on test BPR@100: "
+        f"{mark('daml_bpr_ge_nll_only')}; DAML NLL within 5 % of NLL-only: "
+        f"{mark('daml_nll_within_5pct')}; DAML ≥ best heuristic ({best['method']}): "
+        f"{mark('daml_bpr_ge_best_heuristic')}; DAML ≥ the paper's 0.80: "
+        f"{mark('daml_bpr_ge_paper')}. "
         f"Budget: NLL {cfg['epochs']} epochs (lr {cfg['lr']}), DAML/BPR-only warm-started from "
         f"it for {cfg['finetune_epochs']} epochs (lr {cfg['finetune_lr']}), "
         f"M = {cfg['num_score_samples']}, J = {cfg['num_perturb_samples']}, "
@@ -143,12 +152,55 @@ def hotspots_table(res: dict) -> list[str]:
     return lines
 
 
+def zeroinflated_table(res: dict) -> list[str]:
+    k, cfg = res["K"], res["train_config"]
+    lines = [
+        f"**(d) Zero-inflated synthetic panel: {res['data']}, test split, K = {k}, seeds "
+        f"{res['seeds']}** ({100 * res['zero_fraction']:.1f} % zeros; learned models: mean ± "
+        f"sample std, ddof=1, over N = {len(res['seeds'])} seeds; heuristics and the oracle are "
+        "deterministic, one value; the oracle ranks by the true site rates, the best ranking in "
+        "expectation)",
+        "",
+        f"| method | BPR@{k} | NLL / site-time | MAE |",
+        "|---|---|---|---|",
+    ]
+    for s in res["summary"]:
+        lines.append(
+            f"| {s['method']} | {_fmt(s['bpr'], _std(s, 'bpr'))} | "
+            f"{_fmt(s['nll'], _std(s, 'nll'))} | {_fmt(s['mae'], _std(s, 'mae'))} |"
+        )
+    by = {s["method"]: s for s in res["summary"]}
+    nll, daml = by["NLL-only"], by["DAML eps=1.0"]
+    best = by[res["best_heuristic"]]
+    t = res["targets"]
+
+    def mark(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    lines += [
+        "",
+        f"Targets (means over seeds): DAML ≥ best heuristic ({best['method']}, "
+        f"{best['bpr']:.3f}): {mark(t['daml_bpr_ge_best_heuristic'])} "
+        f"(ΔBPR@{k} = {daml['bpr'] - best['bpr']:+.3f}); DAML ≥ NLL-only: "
+        f"{mark(t['daml_bpr_ge_nll_only'])} (ΔBPR@{k} = {daml['bpr'] - nll['bpr']:+.3f}, "
+        f"ΔNLL = {100 * (daml['nll'] / nll['nll'] - 1):+.1f} %). Budget: NLL-only "
+        f"{cfg['epochs']} epochs (lr {cfg['lr']}), checkpoint with the best valid NLL; DAML and "
+        f"BPR-only warm-started from it for {cfg['finetune_epochs']} epochs (lr "
+        f"{cfg['finetune_lr']}), λ = {cfg['lam']}, M = {cfg['num_score_samples']}, "
+        f"J = {cfg['num_perturb_samples']}, σ = {cfg['sigma']}, baseline = {cfg['baseline']}; "
+        "checkpoints selected on the validation split by the App. C.2 rule (DAML: best valid "
+        "NLL among checkpoints whose valid BPR is at least NLL-only's).",
+    ]
+    return lines
+
+
 def render() -> str:
     parts: list[str] = []
     tables = (
         ("cook_county", cook_table),
         ("step_memory", memory_table),
         ("hotspots", hotspots_table),
+        ("zeroinflated", zeroinflated_table),
     )
     for name, fn in tables:
         path = HERE / "results" / f"{name}.json"

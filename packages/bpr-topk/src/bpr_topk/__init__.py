@@ -25,6 +25,7 @@ from .data import (
     toy9_outcomes,
     write_topk_folder,
 )
+from .decision import PGTopK, SPOPlusTopK, pg_topk, spo_plus_topk, topk_oracle
 from .losses import BPRLoss, DAMLLoss, LossOutput, nll_term
 from .metrics import bpr, regret, topk_mask
 from .models import ForecastModel, NegBinMixedEffects, TruncatedNormal, TruncNormMixture
@@ -43,8 +44,10 @@ __all__ = [
     "ForecastModel",
     "LossOutput",
     "NegBinMixedEffects",
+    "PGTopK",
     "PerturbedTopK",
     "PerturbedTopKFunction",
+    "SPOPlusTopK",
     "Split",
     "TopKData",
     "TruncNormMixture",
@@ -69,12 +72,15 @@ __all__ = [
     "mean_rating",
     "nll_term",
     "perturbed_topk",
+    "pg_topk",
     "ratio_rating",
     "ratio_values",
     "regret",
     "score_function_rating",
     "score_function_surrogate",
+    "spo_plus_topk",
     "topk_mask",
+    "topk_oracle",
     "topk_ratio_rating",
     "toy9_outcomes",
     "write_topk_folder",

@@ -111,7 +111,7 @@ def select_checkpoint(
         raise ValueError(f"selection must be 'paper', 'code' or 'last'; got {selection!r}")
     if objective == "nll":
         return min(idx, key=lambda i: nll[i])
-    if objective == "bpr":
+    if objective in ("bpr", "spo+", "pg"):  # decision-only objectives: best valid BPR
         return max(idx, key=lambda i: (bp[i], -nll[i]))
     if reference_bpr is not None:
         ok = [i for i in idx if bp[i] >= reference_bpr]
