@@ -67,7 +67,8 @@ def cook_table(res: dict) -> list[str]:
         f"{mark('daml_nll_within_5pct')}; DAML ≥ best heuristic ({best['method']}): "
         f"{mark('daml_bpr_ge_best_heuristic')}; DAML ≥ the paper's 0.80: "
         f"{mark('daml_bpr_ge_paper')}. "
-        f"Budget: NLL {cfg['epochs']} epochs (lr {cfg['lr']}), DAML/BPR-only warm-started from "
+        f"Budget: NLL {cfg['epochs']} epochs (lr {cfg['lr']}), DAML/BPR-only/SPO+/PG "
+        "warm-started from "
         f"it for {cfg['finetune_epochs']} epochs (lr {cfg['finetune_lr']}), "
         f"M = {cfg['num_score_samples']}, J = {cfg['num_perturb_samples']}, "
         f"σ = {cfg['sigma']}, baseline = {cfg['baseline']}, link = {cfg['link']}.",
@@ -184,12 +185,13 @@ def zeroinflated_table(res: dict) -> list[str]:
         f"(ΔBPR@{k} = {daml['bpr'] - best['bpr']:+.3f}); DAML ≥ NLL-only: "
         f"{mark(t['daml_bpr_ge_nll_only'])} (ΔBPR@{k} = {daml['bpr'] - nll['bpr']:+.3f}, "
         f"ΔNLL = {100 * (daml['nll'] / nll['nll'] - 1):+.1f} %). Budget: NLL-only "
-        f"{cfg['epochs']} epochs (lr {cfg['lr']}), checkpoint with the best valid NLL; DAML and "
-        f"BPR-only warm-started from it for {cfg['finetune_epochs']} epochs (lr "
+        f"{cfg['epochs']} epochs (lr {cfg['lr']}), checkpoint with the best valid NLL; DAML, "
+        f"BPR-only, SPO+ and PG warm-started from it for {cfg['finetune_epochs']} epochs (lr "
         f"{cfg['finetune_lr']}), λ = {cfg['lam']}, M = {cfg['num_score_samples']}, "
         f"J = {cfg['num_perturb_samples']}, σ = {cfg['sigma']}, baseline = {cfg['baseline']}; "
         "checkpoints selected on the validation split by the App. C.2 rule (DAML: best valid "
-        "NLL among checkpoints whose valid BPR is at least NLL-only's).",
+        "NLL among checkpoints whose valid BPR is at least NLL-only's; BPR-only, SPO+, PG: "
+        "best valid BPR).",
     ]
     return lines
 

@@ -103,3 +103,17 @@ def test_decision_focused_training_runs_through_the_score_function(cls):
               val_samples=20, progress=False)  # fmt: skip
     best = max(range(len(res.history)), key=lambda i: res.history[i]["valid_bpr"])
     assert res.best_epoch == res.history[best]["epoch"]
+
+
+@pytest.mark.parametrize(("objective", "name"), [("spo+", "SPO+"), ("pg", "PG")])
+def test_train_cli_runs_the_decision_focused_baselines(tmp_path, objective, name):
+    import json
+
+    from bpr_topk.cli import main
+
+    argv = ["train", "--quiet", "--dataset", "synthetic7", "--objective", objective]
+    argv += ["--epochs", "4", "--M", "5", "--J", "5", "--eval-trials", "1", "--eval-samples", "50"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert res["metrics"][0]["method"] == name and 0 <= res["metrics"][0]["bpr"] <= 1
+    assert res["train_config"]["pg_h"] == 1.0

@@ -96,3 +96,32 @@ def test_train_cli_early_stopping_is_recorded(tmp_path):
     assert res["stopped_epoch"] == max(bpr) < 200, res["stopped_epoch"]  # stopped early
     later = [v for e, v in bpr.items() if e > res["best_epoch"]]
     assert len(later) == 2 and max(later) <= bpr[res["best_epoch"]]  # patience 2
+
+
+def test_search_chooses_the_trial_on_validation_and_records_it(tmp_path):
+    """NLL-only on synthetic7 with learning rates 1e-6 (barely moves) and 0.1: the search keeps
+    the trial with the lower valid NLL and writes every trial and the choice to results.json."""
+    argv = ["train", "--quiet", "--dataset", "synthetic7", "--objective", "nll", "--epochs", "20"]
+    argv += ["--search", "--search-lr", "1e-6,0.1", "--eval-trials", "1", "--eval-samples", "50"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    trials, chosen = res["search"]["trials"], res["search"]["selected"]
+    assert [t["lr"] for t in trials] == [1e-6, 0.1]
+    assert chosen == min(trials, key=lambda t: t["valid_nll"]) and chosen["lr"] == 0.1
+    assert res["train_config"]["lr"] == 0.1  # the chosen settings are the run's config
+
+
+def test_search_grid_for_daml_and_bad_values(tmp_path, capsys):
+    from bpr_topk import make_synthetic7
+    from bpr_topk.experiment import TrainConfig, search_train
+
+    data = make_synthetic7(0, 20, 10, 10)
+    cfg = TrainConfig(epochs=2, num_score_samples=5, num_perturb_samples=5, val_samples=20)
+    grid = {"lr": [0.01, 0.1], "sigma": [0.01], "eps": [1.0, 0.9]}
+    _, _, trials, chosen = search_train(data, "truncnorm", 5, "daml", 0, cfg, grid)
+    assert len(trials) == 4 and {t["eps"] for t in trials} == {1.0, 0.9}
+    best_bpr = max(t["valid_bpr"] for t in trials)  # no reference: the max-BPR trial
+    assert trials[chosen]["valid_bpr"] == best_bpr
+    argv = ["train", "--quiet", "--dataset", "synthetic7", "--search", "--search-eps", "1.5"]
+    assert main([*argv, "--out", str(tmp_path / "x")]) == 2
+    assert "argument --search-eps: every value must be in (0, 1]" in capsys.readouterr().err

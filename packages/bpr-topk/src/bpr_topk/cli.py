@@ -24,6 +24,7 @@ from ._contract import (
     UsageError,
     blame,
     existing_path,
+    float_list,
     nonneg_float,
     positive_float,
     positive_int,
@@ -55,6 +56,7 @@ from .experiment import (
     format_table,
     heuristic_comparison,
     pareto_plot,
+    search_train,
     selected_valid_bpr,
     summarise,
     train_one,
@@ -111,10 +113,10 @@ def _data_args(p: argparse.ArgumentParser) -> None:
 def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--objective",
-        choices=["daml", "nll", "bpr"],
+        choices=["daml", "nll", "bpr", "spo+", "pg"],
         default="daml",
-        help="training objective: DAML (Eq. 13), NLL-only (Eq. 8), BPR-only (Eq. 9) "
-        "(default: daml)",
+        help="training objective: DAML (Eq. 13), NLL-only (Eq. 8), BPR-only (Eq. 9), or the "
+        "decision-focused baselines SPO+ and PG of Table C.2 (default: daml)",
     )
     p.add_argument(
         "--model",
@@ -206,6 +208,37 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         choices=["paper", "code", "last"],
         default="paper",
         help="checkpoint rule: paper (App. C.2), code (official) or last (default: paper)",
+    )
+    p.add_argument(
+        "--pg-h",
+        type=positive_float(),
+        default=1.0,
+        help="step h of the PG loss's backward difference, --objective pg (default: 1)",
+    )
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="grid search over --search-lr x --search-sigma x --search-eps, the trial chosen on "
+        "the validation split only (App. C.2 rule of the objective); the trials and the chosen "
+        "settings go to results.json (default: off)",
+    )
+    p.add_argument(
+        "--search-lr",
+        type=float_list(low=0.0),
+        default=None,
+        help="learning rates of --search, comma-separated (default: lr/3, lr, 3·lr)",
+    )
+    p.add_argument(
+        "--search-sigma",
+        type=float_list(low=0.0),
+        default=None,
+        help="σ values of --search (default: σ and 5σ; only σ for --objective nll)",
+    )
+    p.add_argument(
+        "--search-eps",
+        type=float_list(low=0.0),
+        default=None,
+        help="ε values of --search for --objective daml (default: ε and 0.9ε)",
     )
     p.add_argument(
         "--early-stopping",
@@ -474,6 +507,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         selection=args.selection,
         early_stopping=None if args.early_stopping == "off" else args.early_stopping,
         patience=args.patience,
+        pg_h=args.pg_h,
     )
 
 
@@ -518,13 +552,15 @@ def _load_checkpoint(path: Path, data: TopKData, flag: str) -> tuple[ForecastMod
 
 
 def _method_name(objective: str, eps: float) -> str:
-    return {"nll": "NLL-only", "bpr": "BPR-only"}.get(objective, f"DAML eps={eps:g}")
+    names = {"nll": "NLL-only", "bpr": "BPR-only", "spo+": "SPO+", "pg": "PG"}
+    return names.get(objective, f"DAML eps={eps:g}")
 
 
 # ------------------------------------------------------------------------------ commands
 
 
 def cmd_train(args: argparse.Namespace) -> Report:
+    grid = _search_grid(args) if args.search else None
     data, k = _load_data(args)
     device = torch.device(args.device)
     kind = default_model_kind(data) if args.model == "auto" else args.model
@@ -540,12 +576,23 @@ def cmd_train(args: argparse.Namespace) -> Report:
     say(args, _data_line(data, k, args))
     data = _to_device(data, device)
     torch.manual_seed(args.seed)
-    model, result = train_one(
-        data, kind, k, args.objective, args.eps, args.seed, cfg, reference,
-        progress=not args.quiet, init_state=init_state,
-    )  # fmt: skip
+    search: dict[str, Any] | None = None
+    eps = args.eps
+    if grid is not None:
+        model, result, trials, chosen = search_train(
+            data, kind, k, args.objective, args.seed, cfg, grid, reference,
+            progress=not args.quiet, init_state=init_state,
+        )  # fmt: skip
+        eps = trials[chosen]["eps"]
+        cfg.lr, cfg.sigma = trials[chosen]["lr"], trials[chosen]["sigma"]
+        search = {"grid": grid, "trials": trials, "selected": trials[chosen]}
+    else:
+        model, result = train_one(
+            data, kind, k, args.objective, args.eps, args.seed, cfg, reference,
+            progress=not args.quiet, init_state=init_state,
+        )  # fmt: skip
     ev = EvalConfig(args.eval_trials, args.eval_samples, args.window, args.split)
-    name = _method_name(args.objective, args.eps)
+    name = _method_name(args.objective, eps)
     rows = evaluate_rows(model, data, k, name, ev, cfg.denominator_offset)
     rows += baseline_rows(data, k, ev)
     model_path = args.out / "model.pt"
@@ -558,7 +605,7 @@ def cmd_train(args: argparse.Namespace) -> Report:
             "data_name": data.name,
             "K": k,
             "objective": args.objective,
-            "eps": args.eps,
+            "eps": eps,
             "valid_bpr": selected_valid_bpr(result),
         },
         model_path,
@@ -581,6 +628,7 @@ def cmd_train(args: argparse.Namespace) -> Report:
             "history": result.history,
             "metrics": rows,
             "heuristic_comparison": cmp,
+            "search": search,
         },
         table=f"\n{name} on {data.name} (K={k}), {ev.split} split:\n"
         + "\n".join(
@@ -592,6 +640,23 @@ def cmd_train(args: argparse.Namespace) -> Report:
         ),
         files=[model_path, plot],
     )
+
+
+def _search_grid(args: argparse.Namespace) -> dict[str, list[float]]:
+    """The --search grid: the flags given, else lr/3, lr, 3·lr; σ, 5σ; ε, 0.9ε (DAML only)."""
+    lrs = args.search_lr or [args.lr / 3, args.lr, 3 * args.lr]
+    sigmas = args.search_sigma or (
+        [args.sigma] if args.objective == "nll" else [args.sigma, 5 * args.sigma]
+    )
+    epss = args.search_eps or (
+        [args.eps, 0.9 * args.eps] if args.objective == "daml" else [args.eps]
+    )
+    for flag, values, upper in (("--search-lr", lrs, None), ("--search-sigma", sigmas, None),
+                                ("--search-eps", epss, 1.0)):  # fmt: skip
+        if any(v <= 0 or (upper is not None and v > upper) for v in values):
+            bound = "in (0, 1]" if upper is not None else "> 0"
+            raise UsageError(flag, f"every value must be {bound}; got {values}")
+    return {"lr": lrs, "sigma": sigmas, "eps": epss}
 
 
 def _selection_line(result: FitResult) -> str:

@@ -7,7 +7,7 @@ mean rankings, adds the non-learned baselines and draws the BPR-vs-NLL (Pareto) 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ import torch
 from ._contract import mean_std, table
 from .baselines import best_heuristic, evaluate_heuristic
 from .data import TopKData
+from .decision import PGTopK, SPOPlusTopK
 from .losses import DAMLLoss
 from .models import ForecastModel, NegBinMixedEffects, TruncNormMixture
 from .train import FitResult, evaluate_model, fit
@@ -51,6 +52,7 @@ class TrainConfig:
     finetune_lr: float | None = None
     early_stopping: str | None = None
     patience: int = 5
+    pg_h: float = 1.0
 
 
 @dataclass
@@ -87,6 +89,35 @@ def default_model_kind(data: TopKData) -> str:
     return "negbin" if data.num_features > 0 else "truncnorm"
 
 
+def make_loss(objective: str, k: int, eps: float, cfg: TrainConfig, seed: int) -> DAMLLoss:
+    """The training objective: ``daml`` / ``nll`` / ``bpr`` (:class:`DAMLLoss`) or the
+    decision-focused baselines ``spo+`` / ``pg`` (no likelihood term, as ``bpr``)."""
+    common: dict[str, Any] = {
+        "num_score_samples": cfg.num_score_samples,
+        "num_perturb_samples": cfg.num_perturb_samples,
+        "sigma": cfg.sigma,
+        "noise": cfg.noise,
+        "score": cfg.score,
+        "baseline": cfg.baseline,
+        "forward": cfg.forward,
+        "denominator_offset": cfg.denominator_offset,
+        "reduction": cfg.reduction,
+        "generator": torch.Generator().manual_seed(seed),
+    }
+    if objective == "spo+":
+        return SPOPlusTopK(k, **common)
+    if objective == "pg":
+        return PGTopK(k, h=cfg.pg_h, **common)
+    return DAMLLoss(
+        k,
+        objective=objective,  # type: ignore[arg-type]
+        eps=eps,
+        lam=cfg.lam,
+        nll_weight=cfg.nll_weight,
+        **common,
+    )
+
+
 def train_one(
     data: TopKData,
     kind: str,
@@ -108,23 +139,7 @@ def train_one(
         model.load_state_dict(init_state)
         epochs = cfg.finetune_epochs if cfg.finetune_epochs is not None else epochs
         lr = cfg.finetune_lr if cfg.finetune_lr is not None else lr
-    loss = DAMLLoss(
-        k,
-        objective=objective,  # type: ignore[arg-type]
-        eps=eps,
-        lam=cfg.lam,
-        nll_weight=cfg.nll_weight,
-        num_score_samples=cfg.num_score_samples,
-        num_perturb_samples=cfg.num_perturb_samples,
-        sigma=cfg.sigma,
-        noise=cfg.noise,  # type: ignore[arg-type]
-        score=cfg.score,  # type: ignore[arg-type]
-        baseline=cfg.baseline,  # type: ignore[arg-type]
-        forward=cfg.forward,  # type: ignore[arg-type]
-        denominator_offset=cfg.denominator_offset,
-        reduction=cfg.reduction,  # type: ignore[arg-type]
-        generator=torch.Generator().manual_seed(seed),
-    )
+    loss = make_loss(objective, k, eps, cfg, seed)
     result = fit(
         model,
         data.train,
@@ -141,6 +156,67 @@ def train_one(
         patience=cfg.patience,
     )
     return model, result
+
+
+def search_train(
+    data: TopKData,
+    kind: str,
+    k: int,
+    objective: str,
+    seed: int,
+    cfg: TrainConfig,
+    grid: dict[str, list[float]],
+    reference_bpr: float | None = None,
+    progress: bool = False,
+    init_state: dict[str, torch.Tensor] | None = None,
+) -> tuple[ForecastModel, FitResult, list[dict[str, Any]], int]:
+    """Small grid search selected on the validation split only.
+
+    ``grid`` maps ``lr``, ``sigma`` and ``eps`` to candidate values (missing keys keep ``cfg``'s
+    value; ``eps`` needs key ``eps``). Every combination is trained with :func:`train_one`; each
+    trial is scored by its selected checkpoint's valid NLL and valid BPR, and the trial is chosen
+    with the App. C.2 rule of the objective (:func:`select_checkpoint`: NLL-only → best valid
+    NLL; BPR-only, SPO+, PG → best valid BPR; DAML → best valid NLL among trials with valid BPR
+    ≥ ``reference_bpr``, else the best valid BPR). Returns the chosen model and fit, all trials
+    and the chosen index.
+    """
+    from itertools import product
+
+    from .train import select_checkpoint
+
+    keys = [key for key in ("lr", "sigma", "eps") if grid.get(key)]
+    if "eps" not in grid:
+        raise ValueError("grid needs an 'eps' entry (a list with the target BPR ε)")
+    trials: list[dict[str, Any]] = []
+    fitted: list[tuple[ForecastModel, FitResult]] = []
+    for values in product(*(grid[key] for key in keys)):
+        setting = dict(zip(keys, values))
+        trial_cfg = replace(
+            cfg,
+            lr=float(setting.get("lr", cfg.lr)),
+            sigma=float(setting.get("sigma", cfg.sigma)),
+        )
+        if init_state is not None and "lr" in setting:
+            trial_cfg.finetune_lr = float(setting["lr"])
+        eps = float(setting["eps"])
+        model, result = train_one(
+            data, kind, k, objective, eps, seed, trial_cfg, reference_bpr, progress, init_state
+        )
+        best = next(h for h in result.history if h["epoch"] == result.best_epoch)
+        trials.append(
+            {
+                "lr": trial_cfg.lr,
+                "sigma": trial_cfg.sigma,
+                "eps": eps,
+                "best_epoch": result.best_epoch,
+                "valid_nll": best["valid_nll"],
+                "valid_bpr": best["valid_bpr"],
+            }
+        )
+        fitted.append((model, result))
+    chosen = select_checkpoint(trials, objective, "paper", reference_bpr, cfg.lam, cfg.nll_weight)
+    model, result = fitted[chosen]
+    return model, result, trials, chosen
 
 
 def selected_valid_bpr(result: FitResult) -> float:
@@ -248,16 +324,20 @@ def comparison_warning(cmp: dict[str, Any], name: str, k: int) -> str | None:
 METHODS: dict[str, tuple[str, float]] = {
     "NLL-only": ("nll", 1.0),
     "BPR-only": ("bpr", 1.0),
+    "SPO+": ("spo+", 1.0),
+    "PG": ("pg", 1.0),
 }
 
 
 def parse_method(name: str) -> tuple[str, float]:
-    """``NLL-only`` / ``BPR-only`` / ``DAML eps=<ε>`` → (objective, ε)."""
+    """``NLL-only`` / ``BPR-only`` / ``SPO+`` / ``PG`` / ``DAML eps=<ε>`` → (objective, ε)."""
     if name in METHODS:
         return METHODS[name]
     if name.startswith("DAML eps="):
         return "daml", float(name.split("=", 1)[1])
-    raise ValueError(f"unknown method {name!r}; expected NLL-only, BPR-only or 'DAML eps=<x>'")
+    raise ValueError(
+        f"unknown method {name!r}; expected NLL-only, BPR-only, SPO+, PG or 'DAML eps=<x>'"
+    )
 
 
 def compare(
