@@ -149,6 +149,43 @@ def standardisation_table(std: dict) -> list[str]:
     ]
 
 
+def startup_table(st: dict) -> list[str]:
+    if "skipped" in st:
+        return [f"- skipped: {st['skipped']}"]
+    n = len(st["seeds"])
+    lines = [
+        "| configuration | largest single-step weight change (per seed) | at step | D̂^α of that "
+        "weight | m̂ of that weight | weights with D̂^α < eps | batch loss after 30 steps | "
+        "batch loss at the end | held-out acc % | HVPs |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def each(runs: list[dict], key: str, fmt: str) -> str:
+        return " / ".join(format(r[key], fmt) for r in runs)
+
+    for name, c in st["configs"].items():
+        runs = c["runs"]
+        acc = [r["test_accuracy"] for r in runs]
+        mean = sum(acc) / len(acc)
+        std = (sum((a - mean) ** 2 for a in acc) / (len(acc) - 1)) ** 0.5 if len(acc) > 1 else None
+        lines.append(
+            f"| {name} | {each(runs, 'max_step', '.3g')} | {each(runs, 'at_step', 'd')} | "
+            f"{each(runs, 'dhat_alpha', '.2g')} | {each(runs, 'mhat', '.2g')} | "
+            f"{each(runs, 'coords_dhat_below_eps', 'd')} of {runs[0]['n_params']} | "
+            f"{each(runs, 'loss_at_30', '.3f')} | {each(runs, 'loss_at_end', '.3f')} | "
+            + (f"{mean:.2f} ± {std:.2f}" if std is not None else f"{mean:.2f}")
+            + f" | {runs[0]['hvp_calls']} |"
+        )
+    return [
+        *lines,
+        "",
+        f"- {st['task']}; {st['settings']}; seeds {st['seeds']} (values per seed separated by "
+        f"/, held-out accuracy mean ± sample std (ddof=1) over N = {n} seeds). D̂^α and m̂ are "
+        "read at the step of the largest change; the step of a weight is about "
+        "lr·m̂/(D̂^α + eps).",
+    ]
+
+
 def paper_table(paper: dict) -> list[str]:
     names = list(paper["gpt2_validation_loss"])
     lines = ["| paper (reported) | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
@@ -184,7 +221,8 @@ def _produced(payload: dict) -> str:
 def render() -> str:
     acc, tim, mem = load("accuracy"), load("timing"), load("memory")
     std = load("standardisation")
-    if not (acc or tim or mem or std):
+    start = load("startup")
+    if not (acc or tim or mem or std or start):
         return "No benchmark results yet: run `python benchmarks/run.py`."
     out = ["Numbers generated from `benchmarks/results/*.json` by `benchmarks/render.py`."]
     if acc:
@@ -214,6 +252,14 @@ def render() -> str:
             f"**(d) Standardisation of the inputs** (0.1.0 against now); {_produced(std)}:",
             "",
             *standardisation_table(std),
+        ]
+    if start:
+        out += [
+            "",
+            f"**(e) Lazy-Hessian start-up on a CNN without batch norm** (sassha-optim "
+            f"{start.get('sassha_optim')}); {_produced(start)}:",
+            "",
+            *startup_table(start),
         ]
     if acc and "paper_reported" in acc:
         out += ["", "**Paper (reported)** (different tasks and scale; for orientation only):", ""]

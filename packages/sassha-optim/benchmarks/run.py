@@ -6,9 +6,12 @@
 (c) memory: optimizer-state tensor bytes and peak RSS of a fresh process per optimizer;
 (d) standardisation: the accuracy protocol (seed 0) with version 0.1.0's ``std + 1e-6`` and with the
     floored std of ``sassha_optim.data`` (test loss and the largest standardised |x|).
+(e) start-up: a small CNN without batch norm on MNIST (5,120 training images, batch 256, 60 steps,
+    3 seeds) with and without the Hessian warm-up: the largest single-step weight change, the D̂^α
+    and m̂ of that coordinate, training-batch loss after 30/60 steps and held-out accuracy.
 
-Writes benchmarks/results/{accuracy,timing,memory,standardisation}.json, then runs render.py (README table).
-Usage: python benchmarks/run.py [--quick] [--only accuracy,timing,memory,standardisation]
+Writes benchmarks/results/{accuracy,timing,memory,standardisation,startup}.json, then runs render.py (README table).
+Usage: python benchmarks/run.py [--quick] [--only accuracy,timing,memory,standardisation,startup]
 """
 
 from __future__ import annotations
@@ -339,6 +342,109 @@ def memory(quick: bool) -> dict:
     return {"model": "MLP 784-1024-1024-10, batch 256, fp32", "optimizers": rows}
 
 
+# ----------------------------------------------------------------------------------------- (e)
+STARTUP_CONFIGS = {
+    "no warm-up (0.2.0 default)": {"hessian_warmup": 0},
+    "official (no warm-up)": {
+        "hessian_warmup": 0,
+        "bias_correction": "step",
+        "hvp_point": "reference",
+    },
+    "warm-up k = 10 (0.3.0 default)": {},
+    "official + warm-up k = 10": {"bias_correction": "step", "hvp_point": "reference"},
+    "k = 1 (no laziness)": {"lazy_hessian": 1},
+    "eps = 1e-2, no warm-up": {"hessian_warmup": 0, "eps": 1e-2},
+}
+
+
+def _cnn(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * 7 * 7, 10),
+    )
+
+
+def _startup_run(split: Split, seed: int, steps: int, batch: int, kw: dict) -> dict:
+    from sassha_optim import Sassha
+
+    x = split.x_train.view(-1, 1, 28, 28)
+    y = split.y_train
+    model = _cnn(seed)
+    params = list(model.parameters())
+    opts = {"lr": 0.15, "rho": 0.2, "lazy_hessian": 10, "eps": 1e-4, "weight_decay": 5e-4 / 0.15}
+    opt = Sassha(params, seed=seed, **{**opts, **kw})
+    gen = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(x), generator=gen)
+    losses, worst = [], {"max_step": 0.0}
+    for t in range(steps):
+        idx = order[(t * batch) % len(x) :][:batch]
+        closure = make_closure(opt, model, x[idx], y[idx])
+        before = torch.cat([p.detach().flatten() for p in params])
+        losses.append(float(opt.step(closure)))
+        change = (torch.cat([p.detach().flatten() for p in params]) - before).abs()
+        c = int(change.argmax())
+        if float(change[c]) > worst["max_step"]:
+            states = [opt.state[p] for p in params]
+            b2 = 0.999
+            dhat = torch.cat(
+                [
+                    (s["exp_hessian_diag"] / (1 - b2 ** max(s["hessian_refreshes"], 1)))
+                    .sqrt()
+                    .flatten()
+                    for s in states
+                ]
+            )
+            mhat = torch.cat([(s["exp_avg"] / (1 - 0.9 ** s["step"])).flatten() for s in states])
+            worst = {
+                "max_step": float(change[c]),
+                "at_step": t + 1,
+                "dhat_alpha": float(dhat[c]),
+                "mhat": float(mhat[c]),
+                "coords_dhat_below_eps": int((dhat < opt.param_groups[0]["eps"]).sum()),
+                "coords_step_above_1": int((change > 1).sum()),
+            }
+    from sassha_optim.training import evaluate
+
+    test = evaluate(model, split.x_test.view(-1, 1, 28, 28), split.y_test)
+    return {
+        **worst,
+        "n_params": sum(p.numel() for p in params),
+        "loss_at_30": losses[29] if len(losses) >= 30 else None,
+        "loss_at_end": losses[-1],
+        "min_loss": min(losses),
+        "test_accuracy": test["accuracy"],
+        "hvp_calls": opt.hvp_calls,
+    }
+
+
+def startup(quick: bool) -> dict:
+    seeds = [0] if quick else [0, 1, 2]
+    steps, batch = (30, 128) if quick else (60, 256)
+    if not MNIST.exists():
+        return {"skipped": f"MNIST not found (set SASSHA_OPTIM_DATA_DIR); looked in {MNIST.name}"}
+    split = load_folder(MNIST, max_train=batch * 20, max_test=2000, seed=0)
+    out: dict = {
+        "task": f"MNIST CNN (conv16-pool-conv32-pool-linear, no batch norm), {len(split.x_train)} "
+        f"train images, held-out {len(split.x_test)} test images, batch {batch}, {steps} steps",
+        "settings": "lr 0.15, rho 0.2, k 10, eps 1e-4, weight decay 5e-4/0.15 (README settings)",
+        "seeds": seeds,
+        "configs": {},
+    }
+    for name, kw in STARTUP_CONFIGS.items():
+        runs = [_startup_run(split, seed, steps, batch, kw) for seed in seeds]
+        out["configs"][name] = {"options": kw, "runs": runs}
+        print(name, [(r["max_step"], r["loss_at_end"]) for r in runs], flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -350,8 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        default="accuracy,timing,memory,standardisation",
-        help="comma-separated subset of accuracy,timing,memory,standardisation (default: all)",
+        default="accuracy,timing,memory,standardisation,startup",
+        help="comma-separated subset of accuracy,timing,memory,standardisation,startup "
+        "(default: all)",
     )
     parser.add_argument("--no-render", action="store_true", help="do not rewrite the README table")
     args = parser.parse_args(argv)
@@ -369,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         "timing": timing,
         "memory": memory,
         "standardisation": standardisation,
+        "startup": startup,
     }
     for name in args.only.split(","):
         start = time.perf_counter()

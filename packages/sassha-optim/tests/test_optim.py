@@ -3,6 +3,8 @@
 import copy
 import io
 import math
+import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -59,6 +61,7 @@ def test_first_step_closed_form(c, hvp_point, bias_correction):
         betas=(b1, b2),
         hvp_point=hvp_point,
         bias_correction=bias_correction,
+        keep_hessian=True,
     )
     opt.step(make_closure(opt, f, w))
     g = df(w0)
@@ -95,8 +98,9 @@ def test_first_step_property_diagonal_quadratic(a, w0, lr, rho, alpha):
     torch.testing.assert_close(w.detach(), expected, rtol=1e-10, atol=1e-12)
 
 
-def reference_recurrence(w0, a, steps, k, lr, rho, b1, b2, eps, mode, alpha=0.5):
-    """Plain-Python Sassha on f = Σ ½ a w² (constant Hessian a), update steps 1-8 of paper Sec. 4."""
+def reference_recurrence(w0, a, steps, k, lr, rho, b1, b2, eps, mode, alpha=0.5, warmup=0):
+    """Plain-Python Sassha on f = Σ ½ a w² (constant Hessian a), update steps 1-8 of paper Sec. 4
+    (refresh on the first ``warmup`` steps and on steps 1, k+1, 2k+1, ...)."""
     w = list(w0)
     m = [0.0] * len(w)
     d = [0.0] * len(w)
@@ -108,7 +112,7 @@ def reference_recurrence(w0, a, steps, k, lr, rho, b1, b2, eps, mode, alpha=0.5)
         norm = math.sqrt(sum(gi * gi for gi in g))
         wt = [wi + rho * gi / (norm + 1e-12) for wi, gi in zip(w, g)]
         gt = [ai * wi for ai, wi in zip(a, wt)]
-        if (t - 1) % k == 0:
+        if t <= warmup or (t - 1) % k == 0:
             d = [b2 * di + (1 - b2) * abs(ai) for di, ai in zip(d, a)]
             n_ref, t_ref = n_ref + 1, t
             bc2_stored = (1 - b2**t_ref) ** alpha
@@ -120,13 +124,25 @@ def reference_recurrence(w0, a, steps, k, lr, rho, b1, b2, eps, mode, alpha=0.5)
     return trace
 
 
+@pytest.mark.parametrize("warmup", [0, None, 5])
 @pytest.mark.parametrize("mode", ["refresh", "step", "none"])
-def test_multistep_recurrence_lazy(mode):
+def test_multistep_recurrence_lazy(mode, warmup):
+    """warmup=0 is the official schedule; None (default) refreshes on each of the first k steps."""
     f, _, _ = quartic(A, (0.0,) * 4)
     w = param()
     k, lr, rho, b1, b2, eps = 3, 0.05, 0.1, 0.9, 0.99, 1e-4
-    opt = Sassha([w], lr=lr, rho=rho, betas=(b1, b2), eps=eps, lazy_hessian=k, bias_correction=mode)
-    trace = reference_recurrence(W0, A, 20, k, lr, rho, b1, b2, eps, mode)
+    opt = Sassha(
+        [w],
+        lr=lr,
+        rho=rho,
+        betas=(b1, b2),
+        eps=eps,
+        lazy_hessian=k,
+        bias_correction=mode,
+        hessian_warmup=warmup,
+    )
+    n_warm = k if warmup is None else warmup
+    trace = reference_recurrence(W0, A, 20, k, lr, rho, b1, b2, eps, mode, warmup=n_warm)
     for t, (w_ref, dhat_ref, n_ref, t_ref) in enumerate(trace, start=1):
         opt.step(make_closure(opt, f, w))
         state = opt.state[w]
@@ -153,7 +169,7 @@ def test_multistep_recurrence_lazy(mode):
             torch.tensor(dhat_ref, dtype=torch.float64),
         )
         assert opt.global_step == t
-        assert opt.hvp_calls == math.ceil(t / k)
+        assert opt.hvp_calls == sum(s <= n_warm or (s - 1) % k == 0 for s in range(1, t + 1))
 
 
 # ---------------------------------------------------------------------------------- reductions
@@ -274,14 +290,16 @@ def test_rademacher_probes():
 
 
 # ---------------------------------------------------------------------------------- laziness / API
-def test_lazy_hessian_schedule_and_flags():
+@pytest.mark.parametrize("warmup", [0, None])
+def test_lazy_hessian_schedule_and_flags(warmup):
     f, _, _ = quartic(A, C)
     w = param()
     k, n, steps = 4, 2, 10
-    opt = Sassha([w], lazy_hessian=k, n_samples=n, lr=0.01)
+    opt = Sassha([w], lazy_hessian=k, n_samples=n, lr=0.01, hessian_warmup=warmup)
+    n_warm = k if warmup is None else warmup
     previous = None
     for t in range(1, steps + 1):
-        due = (t - 1) % k == 0
+        due = t <= n_warm or (t - 1) % k == 0
         assert opt.hessian_due is due
         f(w).backward()
         assert opt.create_graph is False  # not perturbed yet
@@ -295,7 +313,8 @@ def test_lazy_hessian_schedule_and_flags():
             assert torch.equal(d, previous)
         previous = d
         assert not opt.is_perturbed
-    assert opt.hvp_calls == n * math.ceil(steps / k)
+    refreshes = math.ceil(steps / k) + (0 if warmup == 0 else k - 1)
+    assert opt.hvp_calls == n * refreshes
 
 
 def test_refresh_without_graph_raises():
@@ -408,16 +427,98 @@ def test_state_dict_lockstep_resume():
     model2.load_state_dict(saved["model"])
     opt2 = Sassha(model2.parameters(), lr=0.05, lazy_hessian=3, n_samples=2)
     opt2.load_state_dict(saved["opt"])
-    assert opt2.global_step == 7 and opt2.hvp_calls == opt.hvp_calls == 2 * 3
+    # refreshes at steps 1, 2, 3 (warm-up of k = 3 steps), 4 and 7, two probes each
+    assert opt2.global_step == 7 and opt2.hvp_calls == opt.hvp_calls == 2 * 5
     for _ in range(8):
         step(model, opt)
         step(model2, opt2)
     for p, q in zip(model.parameters(), model2.parameters()):
         assert torch.equal(p, q)
         s, s2 = opt.state[p], opt2.state[q]
-        for key in ("exp_avg", "exp_hessian_diag", "hessian"):
+        assert set(s) == set(s2) and "hessian" not in s  # lean state by default
+        for key in ("exp_avg", "exp_hessian_diag"):
             assert torch.equal(s[key], s2[key])
         assert s["step"] == s2["step"] == 15 and s["hessian_refreshes"] == s2["hessian_refreshes"]
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_lean_state_two_tensors_per_parameter_and_same_arithmetic(foreach):
+    """keep_hessian=False (default) stores exp_avg and exp_hessian_diag only, like AdamW's two
+    buffers, and gives bitwise the same trajectory as keep_hessian=True."""
+    runs = []
+    for keep in (False, True):
+        model, x, y = mlp_problem()
+        opt = Sassha(
+            model.parameters(), lr=0.05, lazy_hessian=2, keep_hessian=keep, foreach=foreach
+        )
+        for _ in range(5):
+            opt.step(ce_closure(opt, model, x, y))
+        tensors = [
+            [v for v in opt.state[p].values() if torch.is_tensor(v)] for p in model.parameters()
+        ]
+        assert all(len(t) == (3 if keep else 2) for t in tensors)
+        assert all((opt.hessian(p) is None) is not keep for p in model.parameters())
+        runs.append([p.detach().clone() for p in model.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
+FIXTURE = Path(__file__).parent / "data" / "sassha-0.2.0-state.pt"
+
+
+def test_checkpoint_saved_by_0_2_0_loads_and_continues():
+    """tests/data/sassha-0.2.0-state.pt: a Linear(3,4)-Tanh-Linear(4,2) model and the state_dict of
+    ``Sassha(lr=0.05, lazy_hessian=3)`` after 4 closure steps, both saved by sassha-optim 0.2.0 (old
+    layout: a third ``hessian`` buffer, no ``hessian_warmup`` option)."""
+    saved = torch.load(FIXTURE, weights_only=True)
+    assert saved["version"] == "0.2.0" and "hessian" in saved["optimizer"]["state"][0]
+    assert "hessian_warmup" not in saved["optimizer"]["sassha"]["options"]
+
+    def fresh(state):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+        model.load_state_dict(state)
+        return model
+
+    # 0.3.0 with 0.2.0's schedule (hessian_warmup=0) retraces the saved run from the same init
+    model = fresh(saved["init"])
+    opt = Sassha(model.parameters(), lr=0.05, lazy_hessian=3, hessian_warmup=0, keep_hessian=True)
+    for _ in range(4):
+        opt.step(ce_closure(opt, model, saved["x"], saved["y"]))
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, saved["model"][key], rtol=1e-6, atol=1e-7)
+    for i, p in enumerate(model.parameters()):
+        for key in ("exp_avg", "exp_hessian_diag", "hessian"):
+            torch.testing.assert_close(opt.state[p][key], saved["optimizer"]["state"][i][key])
+    # the saved state loads into the lean default (no warning, the third buffer dropped) and runs
+    resumed = fresh(saved["model"])
+    opt2 = Sassha(resumed.parameters(), lr=0.05, lazy_hessian=3, hessian_warmup=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt2.load_state_dict(saved["optimizer"])
+    assert opt2.global_step == 4 and opt2.hvp_calls == 2
+    for p, q in zip(model.parameters(), resumed.parameters()):
+        assert set(opt2.state[q]) == set(opt.state[p]) - {"hessian"}
+    for _ in range(3):
+        opt.step(ce_closure(opt, model, saved["x"], saved["y"]))
+        opt2.step(ce_closure(opt2, resumed, saved["x"], saved["y"]))
+    for a, b in zip(model.parameters(), resumed.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_setstate_fills_options_added_after_0_2_0():
+    """An optimizer pickled by 0.2.0 has no hessian_warmup option; __setstate__ restores 0.2.0's
+    schedule (no warm-up) and default (keep_hessian=True)."""
+    model, x, y = mlp_problem()
+    opt = Sassha(model.parameters(), lazy_hessian=3)
+    state = dict(opt.__dict__)
+    state["options"] = {
+        k: v for k, v in opt.options.items() if k not in ("hessian_warmup", "keep_hessian")
+    }
+    old = Sassha.__new__(Sassha)
+    old.__setstate__(state)
+    assert old.options["hessian_warmup"] == 0 and old.options["keep_hessian"] is True
+    old.step(ce_closure(old, model, x, y))
+    assert old.global_step == 1 and not old.hessian_due  # step 2: no refresh, as in 0.2.0
 
 
 def test_load_state_dict_without_sassha_key_and_callable_power():
@@ -433,7 +534,7 @@ def test_load_state_dict_without_sassha_key_and_callable_power():
     fn = lambda t: 0.5  # noqa: E731
     opt2 = Sassha(model.parameters(), lazy_hessian=2, hessian_power=fn)
     opt2.load_state_dict(sd)
-    assert opt2.global_step == 3 and opt2.hvp_calls == 2
+    assert opt2.global_step == 3 and opt2.hvp_calls == 3  # warm-up of k = 2, then step 3
     assert opt2.param_groups[0]["hessian_power"] is fn
 
 

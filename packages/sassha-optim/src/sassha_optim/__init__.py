@@ -2,6 +2,7 @@
 
 import importlib.metadata
 
+from . import functional
 from .optim import (
     NonFiniteError,
     Sassha,
@@ -19,6 +20,7 @@ __all__ = [
     "__version__",
     "disable_running_stats",
     "enable_running_stats",
+    "functional",
     "hutchinson_diagonal",
     "rademacher_like",
 ]

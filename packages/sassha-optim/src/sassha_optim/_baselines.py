@@ -5,6 +5,9 @@
 - :class:`AdaHessian`: diagonal-Hessian Adam (Yao et al., 2021) with Rademacher Hutchinson
   probes, spatial averaging of ``|Ĥ|`` for 4-D conv weights, ``v ← β2 v + (1 − β2) D²`` and
   ``w ← w(1 − ηλ) − η m̂ / (v̂^{κ/2} + eps)`` (Yao et al., 2021, with κ = 1).
+- :class:`SophiaH`: Sophia with Hutchinson Hessian estimates (Liu et al., 2024), the baseline of the
+  Sassha paper (Sec. 5): ``h ← β2 h + (1 − β2) Ĥ`` on refresh steps only, ``m ← β1 m + (1 − β1) g``,
+  ``w ← w(1 − ηλ) − η sign(m) min(abs(m) / (γ max(h, 0) + eps), 1)``, no bias correction.
 SGD and AdamW come from ``torch.optim``.
 """
 
@@ -17,7 +20,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-from .optim import hutchinson_diagonal, rademacher_like
+from .functional import hutchinson_diagonal, rademacher_like
 
 
 def _closure_twice(opt: Any, closure: Callable[[], Tensor]) -> Tensor:
@@ -164,3 +167,121 @@ class AdaHessian(Optimizer):
                 p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / (1 - beta1**t))
         self.global_step += 1
         return loss
+
+
+class SophiaH(Optimizer):
+    """Sophia-H baseline: clipped, diagonal-Hessian-preconditioned momentum (no bias correction).
+
+    Per step: ``m ← β1 m + (1 − β1) g``; every ``update_period`` steps (steps 1, k+1, ...) a
+    Hutchinson estimate ``Ĥ`` (Rademacher probes) enters ``h ← β2 h + (1 − β2) Ĥ`` (``h`` is not
+    touched on other steps); then ``w ← w(1 − ηλ) − η sign(m) min(abs(m) / (γ max(h, 0) + eps), 1)``
+    with ``γ = clip_threshold``. The clip is active where ``abs(m) > γ max(h, 0) + eps``: there the
+    step is the sign step ``η sign(m)``. Defaults as the Sassha repository's trainer (lr 1e-3,
+    betas (0.9, 0.999), γ 0.01, eps 1e-4; ``update_period`` 10 as in the Sophia paper).
+    The probe generator, step and HVP counters are part of :meth:`state_dict`.
+    """
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        clip_threshold: float = 0.01,
+        eps: float = 1e-4,
+        weight_decay: float = 0.0,
+        update_period: int = 10,
+        seed: int = 0,
+    ) -> None:
+        if lr < 0:
+            raise ValueError(f"Invalid lr: {lr} (expected >= 0)")
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"Invalid betas: {betas} (expected 0 <= beta < 1)")
+        if clip_threshold <= 0:
+            raise ValueError(f"Invalid clip_threshold: {clip_threshold} (expected > 0)")
+        if eps < 0 or weight_decay < 0:
+            raise ValueError(f"Invalid eps/weight_decay: {eps}, {weight_decay} (expected >= 0)")
+        if not isinstance(update_period, int) or update_period < 1:
+            raise ValueError(f"Invalid update_period: {update_period} (expected an integer >= 1)")
+        defaults = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "clip_threshold": clip_threshold,
+            "eps": eps,
+            "weight_decay": weight_decay,
+        }
+        super().__init__(params, defaults)
+        self.update_period = update_period
+        self.generator = torch.Generator().manual_seed(seed)
+        self.global_step = 0
+        self.hvp_calls = 0
+
+    @property
+    def create_graph(self) -> bool:
+        """Whether the next backward must build a graph (a Hessian refresh is due)."""
+        return self.global_step % self.update_period == 0
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
+        loss = None
+        if closure is not None:
+            self.zero_grad(set_to_none=True)
+            with torch.enable_grad():
+                loss = closure()
+        params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
+        hessian: dict[Tensor, Tensor] | None = None
+        if self.create_graph:
+            if not any(p.grad.requires_grad for p in params):  # type: ignore[union-attr]
+                raise RuntimeError(
+                    f"SophiaH: Hessian refresh due at step {self.global_step + 1} but gradients "
+                    "have no graph; call loss.backward(create_graph=optimizer.create_graph)"
+                )
+            with torch.enable_grad():
+                est, _ = hutchinson_diagonal(
+                    [p.grad for p in params],
+                    params,
+                    lambda: [rademacher_like(p, self.generator) for p in params],
+                )
+            self.hvp_calls += 1
+            hessian = dict(zip(params, est))
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                g = p.grad.detach()
+                p.grad = g  # free the double-backward graph
+                state = self.state[p]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(p)
+                    state["hessian_ema"] = torch.zeros_like(p)
+                state["step"] += 1
+                m, h = state["exp_avg"], state["hessian_ema"]
+                m.mul_(beta1).add_(g, alpha=1 - beta1)
+                if hessian is not None:
+                    h.mul_(beta2).add_(hessian[p], alpha=1 - beta2)
+                ratio = m.abs().div_(h.clamp(min=0).mul(group["clip_threshold"]).add_(group["eps"]))
+                update = m.sign().mul_(ratio.clamp_(max=1.0))
+                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.add_(update, alpha=-group["lr"])
+        self.global_step += 1
+        return loss
+
+    def state_dict(self) -> dict[str, Any]:
+        sd = super().state_dict()
+        sd["sophia"] = {
+            "global_step": self.global_step,
+            "hvp_calls": self.hvp_calls,
+            "generator": self.generator.get_state(),
+            "update_period": self.update_period,
+        }
+        return sd
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        extra = state_dict.pop("sophia", None)
+        super().load_state_dict(state_dict)
+        if extra is not None:
+            self.global_step = int(extra["global_step"])
+            self.hvp_calls = int(extra["hvp_calls"])
+            self.generator.set_state(extra["generator"])

@@ -27,6 +27,7 @@ from ._contract import (
     int_list,
     mean_std,
     nonneg_float,
+    nonneg_int,
     positive_float,
     positive_int,
     progress,
@@ -39,7 +40,7 @@ from .training import MLP, OPTIMIZERS, evaluate, hessian_trace, top_hessian_eige
 
 DIST = "sassha-optim"
 DATA_NAMES = ("digits", "synthetic")
-SASSHA_ONLY = ("lazy_hessian", "hessian_power", "bias_correction", "hvp_point")
+SASSHA_ONLY = ("lazy_hessian", "hessian_warmup", "hessian_power", "bias_correction", "hvp_point")
 PLOT = "test_accuracy.png"
 
 
@@ -226,6 +227,7 @@ OVERRIDES = (
     "lr",
     "rho",
     "lazy_hessian",
+    "hessian_warmup",
     "hessian_power",
     "weight_decay",
     "bias_correction",
@@ -490,6 +492,13 @@ def build_cli() -> CLI:
         type=positive_int(),
         default=None,
         help="Hessian refresh interval k >= 1 for sassha presets (default: preset, 10)",
+    )
+    tr.add_argument(
+        "--hessian-warmup",
+        type=nonneg_int(),
+        default=None,
+        help="refresh the Hessian on every one of the first N steps, then every k; 0 = the "
+        "official schedule (default: preset; k for sassha presets, 0 for sassha-official)",
     )
     tr.add_argument(
         "--hessian-power",

@@ -25,6 +25,13 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from .functional import (
+    all_reduce_coalesced,
+    hutchinson_diagonal,
+    rademacher_like,
+    sassha,
+)
+
 __all__ = [
     "NonFiniteError",
     "Sassha",
@@ -39,6 +46,7 @@ HessianPower = float | Callable[[int], float]
 _GROUP_KEYS = ("lr", "betas", "weight_decay", "rho", "eps", "perturb_eps", "hessian_power")
 _GLOBAL_KEYS = (
     "lazy_hessian",
+    "hessian_warmup",
     "n_samples",
     "bias_correction",
     "hvp_point",
@@ -54,6 +62,7 @@ _BIAS_CORRECTIONS = ("refresh", "step", "none")
 _HVP_POINTS = ("perturbed", "reference")
 _GRAD_REDUCES = ("mean", "sum")
 _NONFINITE = ("raise", "skip")
+_CYCLE_WARNING = r"Using backward\(\) with create_graph=True"
 _NO_GRAPH = (
     "Sassha: Hessian refresh due at step {t} but gradients have no graph; "
     "call loss.backward(create_graph=optimizer.create_graph)"
@@ -102,71 +111,9 @@ def _validate_group_values(values: dict[str, Any]) -> None:
         raise ValueError(f"Invalid adaptive: {values['adaptive']!r} (expected True or False)")
 
 
-def rademacher_like(p: Tensor, generator: torch.Generator) -> Tensor:
-    """Probe with i.i.d. entries ±1 (probability ½ each), same shape/dtype/device as ``p``.
-
-    ``randint(0, 2)`` draws {0, 1} (upper bound exclusive), mapped to {−1, +1}; this avoids the
-    all −1 probe bug of drawing from ``randint(-1, 1)`` (seen in a third-party implementation).
-    """
-    z = torch.randint(0, 2, p.shape, generator=generator, device=p.device, dtype=p.dtype)
-    return z.mul_(2).sub_(1)
-
-
-def hutchinson_diagonal(
-    grads: Sequence[Tensor | None],
-    params: Sequence[Tensor],
-    probes: Callable[[], list[Tensor]],
-    n_samples: int = 1,
-) -> tuple[list[Tensor], bool]:
-    """Hutchinson estimate ``Ĥ = (1/n) Σ_j z_j ⊙ (∇² L · z_j)`` of diag ∇²L (update step 4).
-
-    ``grads`` are gradients built with ``create_graph=True`` (``None`` or graph-free entries are
-    left out of the differentiated outputs and get ``Ĥ = 0``); ``probes()`` returns one fresh
-    Rademacher probe per parameter. Returns the estimates and whether some gradient lacked a graph.
-    """
-    with_graph = [i for i, g in enumerate(grads) if g is not None and g.requires_grad]
-    outputs = [cast(Tensor, grads[i]) for i in with_graph]
-    estimate = [torch.zeros_like(p) for p in params]
-    for j in range(n_samples):
-        z = probes()
-        hz = torch.autograd.grad(
-            outputs,
-            list(params),
-            grad_outputs=[z[i] for i in with_graph],
-            retain_graph=j < n_samples - 1,
-            allow_unused=True,
-        )
-        for est, z_i, hz_i in zip(estimate, z, hz):
-            if hz_i is not None:
-                est.addcmul_(z_i, hz_i)
-    if n_samples > 1:
-        torch._foreach_div_(estimate, float(n_samples))
-    return estimate, len(with_graph) < len(params)
-
-
 def _grads(params: Sequence[Tensor]) -> list[Tensor]:
     """Gradients of parameters known to have one."""
     return [cast(Tensor, p.grad) for p in params]
-
-
-def _coalesced_all_reduce(tensors: list[Tensor], mean: bool) -> None:
-    """All-reduce ``tensors`` in place, one flat buffer per (device, dtype) (README: data parallel)."""
-    import torch.distributed as dist
-
-    world = dist.get_world_size()
-    buckets: dict[tuple[torch.device, torch.dtype], list[Tensor]] = {}
-    for t in tensors:
-        buckets.setdefault((t.device, t.dtype), []).append(t)
-    for bucket in buckets.values():
-        flat = torch.cat([t.reshape(-1) for t in bucket])
-        dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-        if mean:
-            flat.div_(world)
-        offset = 0
-        for t in bucket:
-            n = t.numel()
-            t.copy_(flat[offset : offset + n].view_as(t))
-            offset += n
 
 
 class Sassha(Optimizer):
@@ -181,6 +128,11 @@ class Sassha(Optimizer):
     ``loss.backward(create_graph=opt.create_graph)`` and returns the loss)::
 
         loss = opt.step(closure)
+
+    or a closure that only returns the loss, which the optimizer differentiates with
+    ``torch.autograd.grad`` (no parameter↔gradient reference cycle, no torch warning)::
+
+        loss = opt.step(lambda: loss_fn(model(x), y))
 
     Explicit loop::
 
@@ -198,6 +150,14 @@ class Sassha(Optimizer):
             The official trainers pass ``wd/lr``; to reproduce their configs use ``wd/lr`` here.
         rho: SAM radius ρ; 0 disables the perturbation (one backward per step) (default: 0.2).
         lazy_hessian: refresh interval k of the Hessian estimate (default: 10).
+        hessian_warmup: refresh the Hessian on every one of the first ``hessian_warmup`` steps,
+            then on steps 1, k+1, 2k+1, ... as usual; None means ``lazy_hessian`` (default: None).
+            Without it, a coordinate whose curvature estimate at step 1 is (near) zero, e.g. a
+            weight reading a ReLU channel that is dead on the first batch, moves by up to
+            ``lr·m̂/eps`` per step until the refresh at step k+1 once its gradient appears; on a
+            small CNN this made single steps of 10² to 10³ (README: Deviations). 0 disables the
+            warm-up: with ``bias_correction="step"`` and ``hvp_point="reference"`` this
+            reproduces the official code.
         n_samples: Rademacher probes per refresh (default: 1).
         hessian_power: exponent α (float ≥ 0 or callable ``f(step) -> float``) (default: 0.5).
         eps: added to ``D̂^α`` in the denominator (default: 1e-4).
@@ -207,7 +167,9 @@ class Sassha(Optimizer):
             default), ``"step"`` by ``1 − β2^{t_ref}`` (official code), ``"none"`` not at all.
         hvp_point: ``"perturbed"`` (HVP at ``w + ε``, paper, default) or ``"reference"`` (official
             code: weights restored through ``.data`` before the HVP).
-        keep_hessian: keep the last ``|Ĥ|`` in the state (``hessian(p)``) (default: True).
+        keep_hessian: also keep the last ``|Ĥ|`` in the state, returned by ``hessian(p)``: a third
+            buffer per parameter that no update reads (default: False, so the state is
+            ``exp_avg`` and ``exp_hessian_diag``, two tensors per parameter as in AdamW).
         max_grad_norm: optional global clipping of ``g̃`` after the HVP (default: None).
         distributed: ``"auto"`` all-reduces ``g̃`` and ``Ĥ`` when a process group with world size
             > 1 is initialised; ``True``/``False`` force it (default: "auto").
@@ -229,6 +191,7 @@ class Sassha(Optimizer):
         weight_decay: float = 0.0,
         rho: float = 0.2,
         lazy_hessian: int = 10,
+        hessian_warmup: int | None = None,
         n_samples: int = 1,
         hessian_power: HessianPower = 0.5,
         eps: float = 1e-4,
@@ -236,7 +199,7 @@ class Sassha(Optimizer):
         adaptive: bool = False,
         bias_correction: str = "refresh",
         hvp_point: str = "perturbed",
-        keep_hessian: bool = True,
+        keep_hessian: bool = False,
         max_grad_norm: float | None = None,
         distributed: bool | str = "auto",
         grad_reduce: str = "mean",
@@ -264,6 +227,16 @@ class Sassha(Optimizer):
             "lazy_hessian",
             lazy_hessian,
             "an integer >= 1",
+        )
+        if hessian_warmup is None:
+            hessian_warmup = lazy_hessian
+        _check(
+            isinstance(hessian_warmup, int)
+            and not isinstance(hessian_warmup, bool)
+            and hessian_warmup >= 0,
+            "hessian_warmup",
+            hessian_warmup,
+            "an integer >= 0",
         )
         _check(
             isinstance(n_samples, int) and not isinstance(n_samples, bool) and n_samples >= 1,
@@ -295,6 +268,7 @@ class Sassha(Optimizer):
         _check(isinstance(seed, int), "seed", seed, "an integer")
         self.options: dict[str, Any] = {
             "lazy_hessian": lazy_hessian,
+            "hessian_warmup": hessian_warmup,
             "n_samples": n_samples,
             "bias_correction": bias_correction,
             "hvp_point": hvp_point,
@@ -326,6 +300,8 @@ class Sassha(Optimizer):
         self._pending_hessian: dict[Tensor, Tensor] | None = None
         self._skip_pending = False
         self._warned_partial_graph = False
+        self._graph_grads: dict[Tensor, Tensor] = {}
+        self._cycle_warning_seen = False
         super().__init__(params, defaults)
 
     # ------------------------------------------------------------------ setup / properties
@@ -357,7 +333,10 @@ class Sassha(Optimizer):
 
     @property
     def hessian_due(self) -> bool:
-        """Whether this step refreshes the Hessian: ``(t − 1) mod k == 0`` (lazy Hessian, step 4)."""
+        """Whether this step refreshes the Hessian: ``t <= hessian_warmup`` or ``(t − 1) mod k == 0``
+        (lazy Hessian, step 4)."""
+        if self._global_step < self.options["hessian_warmup"]:
+            return True
         return self._global_step % self.options["lazy_hessian"] == 0
 
     @property
@@ -435,7 +414,7 @@ class Sassha(Optimizer):
         on, mean = self._distributed()
         if on and self.options["sync_perturbation_grad"]:
             grads = [g.detach().clone() for g in grads]
-            _coalesced_all_reduce(grads, mean)
+            all_reduce_coalesced(grads, mean)
         adaptive = {p: g["adaptive"] for g in self.param_groups for p in g["params"]}
         scaled = [g * p.abs() if adaptive[p] else g for p, g in zip(params, grads)]
         norms = torch._foreach_norm(scaled)
@@ -484,16 +463,18 @@ class Sassha(Optimizer):
     # ------------------------------------------------------------------ Hessian
     def _compute_hessian(self) -> None:
         params = self._params_with_grad()
-        if not any(g.requires_grad for g in _grads(params)):
+        if not any(
+            self._graph_grads.get(p, g).requires_grad for p, g in zip(params, _grads(params))
+        ):
             self._restore_if_perturbed()
             raise RuntimeError(_NO_GRAPH.format(t=self._global_step + 1))
 
         def probes() -> list[Tensor]:
             return [rademacher_like(p, self._generator(p.device)) for p in params]
 
-        estimate, partial = hutchinson_diagonal(
-            _grads(params), params, probes, self.options["n_samples"]
-        )
+        grads = [self._graph_grads.get(p, g) for p, g in zip(params, _grads(params))]
+        estimate, partial = hutchinson_diagonal(grads, params, probes, self.options["n_samples"])
+        self._graph_grads = {}
         if partial and not self._warned_partial_graph:
             warnings.warn(
                 "Sassha: some gradients carry no graph; their Hessian estimate is 0",
@@ -503,7 +484,7 @@ class Sassha(Optimizer):
         self._hvp_calls += self.options["n_samples"]
         on, mean = self._distributed()
         if on:  # average the signed estimate across ranks before |.| (as the official trainer)
-            _coalesced_all_reduce(estimate, mean)
+            all_reduce_coalesced(estimate, mean)
         self._pending_hessian = dict(zip(params, estimate))
 
     def _restore_if_perturbed(self) -> None:
@@ -533,7 +514,7 @@ class Sassha(Optimizer):
             grads = _grads(params)
             on, mean = self._distributed()
             if on:
-                _coalesced_all_reduce(grads, mean)
+                all_reduce_coalesced(grads, mean)
             if not self._all_finite(grads) and self._nonfinite("gradient"):
                 return self._skip(loss)
             if hessian is not None and not self._all_finite(list(hessian.values())):
@@ -546,6 +527,7 @@ class Sassha(Optimizer):
         finally:
             self._pending_hessian = None
             self._skip_pending = False
+            self._graph_grads = {}
             self._restore_if_perturbed()
         return loss
 
@@ -565,8 +547,7 @@ class Sassha(Optimizer):
         if self._perturbed:
             raise RuntimeError("Sassha: step(closure) called while perturbed; call unperturb()")
         self.zero_grad(set_to_none=True)
-        with torch.enable_grad():
-            loss = closure()
+        loss = self._call_closure(closure)
         if loss is not None and not bool(torch.isfinite(torch.as_tensor(loss)).all()):
             self._skip_pending = self._nonfinite("loss")
             return loss
@@ -576,8 +557,7 @@ class Sassha(Optimizer):
             self.perturb_weights(zero_grad=True)
             if self._skip_pending:
                 return loss
-            with torch.enable_grad():
-                second = closure()
+            second = self._call_closure(closure)
             if second is not None and not bool(torch.isfinite(torch.as_tensor(second)).all()):
                 self._skip_pending = self._nonfinite("loss at the perturbed point")
             if not self._params_with_grad():
@@ -585,9 +565,43 @@ class Sassha(Optimizer):
                 raise RuntimeError("closure did not produce gradients")
         return loss
 
+    def _call_closure(self, closure: Callable[[], Tensor]) -> Tensor | None:
+        """Run the closure under ``enable_grad``. A closure that returns the loss without calling
+        ``backward`` is differentiated here with ``torch.autograd.grad``: the graph-carrying
+        gradients needed for the HVP then stay inside the optimizer (``p.grad`` gets detached
+        copies), so no parameter↔gradient reference cycle is made and torch does not warn.
+
+        With a closure that calls ``loss.backward(create_graph=opt.create_graph)`` torch warns
+        about that cycle; ``step()`` breaks it (every gradient is detached before it returns,
+        README: memory), so after the first graph-building call the warning is not repeated."""
+        self._graph_grads = {}
+        create = self.create_graph
+        with torch.enable_grad(), warnings.catch_warnings():
+            if self._cycle_warning_seen:
+                warnings.filterwarnings("ignore", message=_CYCLE_WARNING, category=UserWarning)
+            loss = closure()
+        if create:
+            self._cycle_warning_seen = True
+        if (
+            not self._params_with_grad()
+            and isinstance(loss, Tensor)
+            and loss.requires_grad
+            and loss.numel() == 1
+        ):
+            params = [p for g in self.param_groups for p in g["params"] if p.requires_grad]
+            grads = torch.autograd.grad(loss, params, create_graph=create, allow_unused=True)
+            for p, g in zip(params, grads):
+                if g is None:
+                    continue
+                if g.requires_grad:
+                    self._graph_grads[p] = g
+                    g = g.detach()
+                p.grad = g
+        return loss
+
     @torch.no_grad()
     def _update(self, hessian: dict[Tensor, Tensor] | None) -> None:
-        """Steps 4 (EMA of |Ĥ|), 6, 7 and 8 for every parameter with a gradient."""
+        """Counters and lazy state, then :func:`~sassha_optim.functional.sassha` per group."""
         t = self._global_step + 1
         mode = self.options["bias_correction"]
         alphas = []  # α_t of every group, validated before any state changes
@@ -599,7 +613,9 @@ class Sassha(Optimizer):
         for group, alpha in zip(self.param_groups, alphas):
             group["_hessian_power_value"] = alpha
             beta1, beta2 = group["betas"]
-            buckets: dict[tuple[torch.device, torch.dtype], dict[str, list[Any]]] = {}
+            lists: dict[str, list[Any]] = {
+                k: [] for k in ("p", "g", "m", "d", "h", "s", "n_ref", "t_ref", "bc2")
+            }
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -613,51 +629,75 @@ class Sassha(Optimizer):
                     if mode == "step":
                         state["bias_correction2"] = 1.0
                 state["step"] += 1
-                h_abs = None
+                h = None
                 if hessian is not None:
-                    h_abs = hessian[p].abs_()
+                    h = hessian[p]  # made |Ĥ| in place by the functional update
                     state["hessian_refreshes"] += 1
                     state["last_refresh_step"] = state["step"]
                     if mode == "step":  # stored as in the official code (README: Deviations)
                         state["bias_correction2"] = (1 - beta2 ** state["step"]) ** alpha
                     if self.options["keep_hessian"]:
-                        state["hessian"] = h_abs
-                if mode == "refresh":
-                    n_ref = state["hessian_refreshes"]
-                    bc2 = (1 - beta2**n_ref) ** alpha if n_ref > 0 else 1.0
-                elif mode == "step":
-                    bc2 = state["bias_correction2"]
-                else:
-                    bc2 = 1.0
-                b = buckets.setdefault(
-                    (p.device, p.dtype),
-                    {"p": [], "g": [], "m": [], "d": [], "h": [], "bc1": [], "bc2": [], "go": []},
-                )
-                b["p"].append(p)
-                b["g"].append(p.grad)
-                b["m"].append(state["exp_avg"])
-                b["d"].append(state["exp_hessian_diag"])
-                b["h"].append(h_abs)
-                b["bc1"].append(1 - beta1 ** state["step"])
-                b["bc2"].append(bc2)
-                # A parameter never refreshed has D = 0: it waits for its first refresh.
-                b["go"].append(state["hessian_refreshes"] > 0)
-            foreach = group["foreach"]
-            if foreach is None:
-                foreach = all(p.is_cuda for p in group["params"])
-            kernel = _multi_tensor_update if foreach else _single_tensor_update
-            for b in buckets.values():
-                kernel(
-                    b,
-                    lr=float(group["lr"]),
-                    beta1=beta1,
-                    beta2=beta2,
-                    weight_decay=group["weight_decay"],
-                    alpha=float(alpha),
-                    eps=group["eps"],
-                )
+                        state["hessian"] = h
+                for key, value in (
+                    ("p", p),
+                    ("g", p.grad),
+                    ("m", state["exp_avg"]),
+                    ("d", state["exp_hessian_diag"]),
+                    ("h", h),
+                    ("s", state["step"]),
+                    ("n_ref", state["hessian_refreshes"]),
+                    ("t_ref", state["last_refresh_step"]),
+                    ("bc2", state.get("bias_correction2", 1.0)),
+                ):
+                    lists[key].append(value)
+            if not lists["p"]:
+                continue
+            sassha(
+                lists["p"],
+                lists["g"],
+                lists["m"],
+                lists["d"],
+                lists["h"],
+                lists["s"],
+                lists["n_ref"],
+                lists["t_ref"],
+                lists["bc2"] if mode == "step" else None,
+                group["foreach"],
+                lr=float(group["lr"]),
+                beta1=beta1,
+                beta2=beta2,
+                weight_decay=group["weight_decay"],
+                hessian_power=alpha,
+                eps=group["eps"],
+                bias_correction=mode,
+            )
 
     # ------------------------------------------------------------------ state dict
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Defaults for what later versions added, so optimizers pickled by 0.2.0 still load."""
+        super().__setstate__(state)
+        options = self.__dict__.setdefault("options", {})
+        options.setdefault("hessian_warmup", 0)  # 0.2.0 had no warm-up: keep its schedule
+        options.setdefault("keep_hessian", True)  # 0.2.0's default
+        for key, value in (
+            ("_global_step", 0),
+            ("_hvp_calls", 0),
+            ("skipped_steps", 0),
+            ("_generators", {}),
+            ("_saved_weights", {}),
+            ("_perturbed", False),
+            ("_pending_hessian", None),
+            ("_skip_pending", False),
+            ("_warned_partial_graph", False),
+            ("_graph_grads", {}),
+            ("_cycle_warning_seen", False),
+        ):
+            self.__dict__.setdefault(key, value)
+        for group in self.param_groups:
+            group.setdefault("adaptive", False)
+            group.setdefault("foreach", None)
+            group.setdefault("perturb_eps", 1e-12)
+
     def state_dict(self) -> dict[str, Any]:
         sd = super().state_dict()
         for group in sd["param_groups"]:  # a callable α is not picklable: store its last value
@@ -680,6 +720,9 @@ class Sassha(Optimizer):
         for group, alpha in zip(self.param_groups, callables):
             if callable(alpha):
                 group["hessian_power"] = alpha
+        if not self.options["keep_hessian"]:  # e.g. a 0.2.0 checkpoint: drop the unused buffer
+            for per_param in self.state.values():
+                per_param.pop("hessian", None)
         self._generators = {}
         if extra is None:
             steps = [s.get("step", 0) for s in self.state.values()]
@@ -695,69 +738,13 @@ class Sassha(Optimizer):
         diff = {
             k: (v, self.options.get(k))
             for k, v in extra.get("options", {}).items()
-            if self.options.get(k) != v
+            if self.options.get(k) != v and k != "keep_hessian"  # keep_hessian: no arithmetic
         }
         if diff:
             warnings.warn(
                 f"Sassha.load_state_dict: optimizer-wide options differ (saved, current): {diff}",
                 stacklevel=2,
             )
-
-
-def _single_tensor_update(
-    b: dict[str, list[Any]],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
-    alpha: float,
-    eps: float,
-) -> None:
-    """Readable reference loop: update steps 4 (EMA), 6, 7, 8 for one (device, dtype)."""
-    for p, g, m, d, h, bc1, bc2, go in zip(
-        b["p"], b["g"], b["m"], b["d"], b["h"], b["bc1"], b["bc2"], b["go"]
-    ):
-        if h is not None:
-            d.mul_(beta2).add_(h, alpha=1 - beta2)  # D ← β2 D + (1 − β2)|Ĥ|
-        m.mul_(beta1).add_(g, alpha=1 - beta1)  # m ← β1 m + (1 − β1) g̃
-        if not go:
-            continue
-        if weight_decay != 0:
-            p.mul_(1 - lr * weight_decay)  # decoupled weight decay
-        denom = d.pow(alpha).div_(bc2).add_(eps)  # D̂^α + eps, D̂^α = D^α / c2^α
-        p.addcdiv_(m, denom, value=-lr / bc1)  # w ← w − η m̂ / (D̂^α + eps)
-
-
-def _multi_tensor_update(
-    b: dict[str, list[Any]],
-    *,
-    lr: float,
-    beta1: float,
-    beta2: float,
-    weight_decay: float,
-    alpha: float,
-    eps: float,
-) -> None:
-    """``torch._foreach_*`` version of :func:`_single_tensor_update` (same arithmetic)."""
-    refreshed = [i for i, h in enumerate(b["h"]) if h is not None]
-    if refreshed:
-        d_ref = [b["d"][i] for i in refreshed]
-        torch._foreach_mul_(d_ref, beta2)
-        torch._foreach_add_(d_ref, [b["h"][i] for i in refreshed], alpha=1 - beta2)
-    torch._foreach_mul_(b["m"], beta1)
-    torch._foreach_add_(b["m"], b["g"], alpha=1 - beta1)
-    idx = [i for i, go in enumerate(b["go"]) if go]
-    if not idx:
-        return
-    params = [b["p"][i] for i in idx]
-    if weight_decay != 0:
-        torch._foreach_mul_(params, 1 - lr * weight_decay)
-    denom = torch._foreach_pow([b["d"][i] for i in idx], alpha)
-    torch._foreach_div_(denom, [float(b["bc2"][i]) for i in idx])
-    torch._foreach_add_(denom, eps)
-    steps = [-lr / b["bc1"][i] for i in idx]
-    torch._foreach_addcdiv_(params, [b["m"][i] for i in idx], denom, steps)
 
 
 def disable_running_stats(model: torch.nn.Module) -> None:

@@ -15,7 +15,7 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
-from ._baselines import SAM, AdaHessian
+from ._baselines import SAM, AdaHessian, SophiaH
 from .data import Split
 from .optim import Sassha
 
@@ -32,12 +32,19 @@ __all__ = [
 
 WD = 5e-4  # weight decay in "config units" (official trainers divide it by lr for decoupled rules)
 
-# Official image-classification configurations, scaled to small MLPs; Sassha/AdamW/AdaHessian get λ = WD / lr (official convention).
+# Official image-classification configurations, scaled to small MLPs; Sassha/AdamW/AdaHessian/Sophia-H get λ = WD / lr (official convention).
 OPTIMIZERS: dict[str, dict[str, Any]] = {
     "sgd": {"lr": 0.1, "momentum": 0.9, "weight_decay": WD},
     "adamw": {"lr": 1e-2, "weight_decay": WD / 1e-2},
     "sam": {"lr": 0.1, "rho": 0.15, "momentum": 0.9, "weight_decay": WD},
     "adahessian": {"lr": 0.15, "eps": 1e-4, "update_period": 1, "weight_decay": WD / 0.15},
+    "sophia-h": {
+        "lr": 1e-3,
+        "clip_threshold": 0.01,
+        "eps": 1e-4,
+        "update_period": 1,
+        "weight_decay": WD / 1e-3,
+    },
     "sassha": {"lr": 0.15, "rho": 0.2, "lazy_hessian": 10, "weight_decay": WD / 0.15},
     "sassha-k1": {"lr": 0.15, "rho": 0.2, "lazy_hessian": 1, "weight_decay": WD / 0.15},
     "sassha-rho0": {"lr": 0.15, "rho": 0.0, "lazy_hessian": 10, "weight_decay": WD / 0.15},
@@ -48,6 +55,7 @@ OPTIMIZERS: dict[str, dict[str, Any]] = {
         "weight_decay": WD / 0.15,
         "bias_correction": "step",
         "hvp_point": "reference",
+        "hessian_warmup": 0,  # the official schedule: refresh on steps 1, k+1, ... only
     },
 }
 
@@ -79,6 +87,8 @@ def build_optimizer(
         return torch.optim.AdamW(params, **kw)
     if name == "sam":
         return SAM(params, torch.optim.SGD, **kw)
+    if name == "sophia-h":
+        return SophiaH(params, seed=seed, **kw)
     return AdaHessian(params, seed=seed, **kw)
 
 
