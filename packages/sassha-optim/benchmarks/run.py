@@ -10,8 +10,16 @@
     3 seeds) with and without the Hessian warm-up: the largest single-step weight change, the D̂^α
     and m̂ of that coordinate, training-batch loss after 30/60 steps and held-out accuracy.
 
-Writes benchmarks/results/{accuracy,timing,memory,standardisation,startup}.json, then runs render.py (README table).
-Usage: python benchmarks/run.py [--quick] [--only accuracy,timing,memory,standardisation,startup]
+(f) rss: resident memory (VmRSS) sampled over 2,000 steps of a fresh process per configuration:
+    Sassha with the documented closure (``backward(create_graph=opt.create_graph)``) at k = 10 and
+    k = 1, with a loss-only closure, AdamW for reference, and a leaking control (SGD with
+    ``backward(create_graph=True)`` and no ``zero_grad``, 500 steps); growth and slope, and how
+    often torch's reference-cycle warning reached the user.
+
+Writes benchmarks/results/{accuracy,timing,memory,standardisation,startup,rss}.json, then runs
+render.py (README table). The label-noise and language-model benchmarks are separate scripts
+(label_noise.py, lm.py).
+Usage: python benchmarks/run.py [--quick] [--only accuracy,timing,memory,standardisation,startup,rss]
 """
 
 from __future__ import annotations
@@ -44,12 +52,13 @@ ACCURACY_OPTIMIZERS = [
     "adamw",
     "sam",
     "adahessian",
+    "sophia-h",
     "sassha",
     "sassha-rho0",
     "sassha-official",
 ]
 TIMING_OPTIMIZERS = ["sgd", "adamw", "sam", "adahessian", "sassha-k1", "sassha"]
-MEMORY_OPTIMIZERS = ["sgd", "adamw", "sam", "adahessian", "sassha"]
+MEMORY_OPTIMIZERS = ["sgd", "adamw", "sam", "adahessian", "sophia-h", "sassha"]
 
 # Numbers the paper's authors report (official repository README; paper Sec. 3). Not comparable with our CPU-scale tasks.
 PAPER_REPORTED = {
@@ -273,6 +282,7 @@ def timing(quick: bool) -> dict:
         "ratio_to_adamw": {k: v / per_step["adamw"] for k, v in per_step.items()},
         "ratio_to_sam": {k: v / per_step["sam"] for k, v in per_step.items()},
         "target_sassha_k10_le_1.5x_adamw": per_step["sassha"] / per_step["adamw"] <= 1.5,
+        "target_sassha_k10_le_1.05x_sam": per_step["sassha"] / per_step["sam"] <= 1.05,
     }
 
 
@@ -340,6 +350,94 @@ def memory(quick: bool) -> dict:
         row["state_ratio_to_adamw"] = row["state_bytes"] / adamw["state_bytes"]
         row["state_over_params"] = row["state_bytes"] / row["param_bytes"]
     return {"model": "MLP 784-1024-1024-10, batch 256, fp32", "optimizers": rows}
+
+
+# ----------------------------------------------------------------------------------------- (f)
+RSS_CONFIGS = {
+    "sassha k=10, documented closure": ("sassha", "backward", {}),
+    "sassha k=1, documented closure": ("sassha", "backward", {"lazy_hessian": 1}),
+    "sassha k=10, loss-only closure": ("sassha", "loss", {}),
+    "adamw (reference)": ("adamw", "backward", {}),
+    "control: SGD, backward(create_graph=True), no zero_grad": ("sgd", "leak", {"lr": 1e-5}),
+}
+
+
+def _rss_child(
+    name: str, closure_kind: str, overrides: dict, steps: int, every: int, queue
+) -> None:
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = MLP(784, 10, (256, 256))
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(128, 784, generator=gen), torch.randint(0, 10, (128,), generator=gen)
+    opt = build_optimizer(name, model.parameters(), overrides)
+    loss_fn = torch.nn.functional.cross_entropy
+    if closure_kind == "backward":
+        closure = make_closure(opt, model, x, y)
+    elif closure_kind == "loss":
+
+        def closure():
+            return loss_fn(model(x), y)
+
+    samples = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(1, steps + 1):
+            if closure_kind == "leak":  # the graph-carrying gradients accumulate step after step
+                loss_fn(model(x), y).backward(create_graph=True)
+                opt.step()
+            else:
+                opt.step(closure)
+            if step % every == 0 or step == 1:
+                samples.append((step, _status_mib("VmRSS")))
+    queue.put(
+        {
+            "samples": samples,
+            "cycle_warnings": sum("reference cycle" in str(w.message) for w in caught),
+        }
+    )
+
+
+def rss(quick: bool) -> dict:
+    """VmRSS over a long run, one fresh process per configuration."""
+    ctx = mp.get_context("spawn")
+    steps, every = (200, 20) if quick else (2000, 50)
+    rows = {}
+    for label, (name, kind, overrides) in RSS_CONFIGS.items():
+        n = min(steps, 500) if kind == "leak" else steps
+        queue = ctx.Queue()
+        proc = ctx.Process(target=_rss_child, args=(name, kind, overrides, n, every, queue))
+        proc.start()
+        row = queue.get(timeout=1800)
+        proc.join(timeout=60)
+        pts = [(s, r) for s, r in row["samples"] if s >= n // 10]
+        xs, ys = [s for s, _ in pts], [r for _, r in pts]
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        slope = sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sum((a - mx) ** 2 for a in xs)
+        row.update(
+            {
+                "optimizer": name,
+                "closure": kind,
+                "overrides": overrides,
+                "steps": n,
+                "rss_at_10pct_mib": ys[0],
+                "rss_at_end_mib": ys[-1],
+                "growth_mib": ys[-1] - ys[0],
+                "slope_mib_per_1000_steps": 1000 * slope,
+            }
+        )
+        rows[label] = row
+        print(
+            f"[rss] {label:55s} {ys[0]:7.1f} -> {ys[-1]:7.1f} MiB over steps {xs[0]}-{n} "
+            f"(slope {1000 * slope:+.2f} MiB/1000 steps, {row['cycle_warnings']} warnings)",
+            flush=True,
+        )
+    return {
+        "model": "MLP 784-256-256-10, batch 128, fp32, synthetic inputs",
+        "steps": steps,
+        "sample_every": every,
+        "configs": rows,
+    }
 
 
 # ----------------------------------------------------------------------------------------- (e)
@@ -456,8 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only",
-        default="accuracy,timing,memory,standardisation,startup",
-        help="comma-separated subset of accuracy,timing,memory,standardisation,startup "
+        default="accuracy,timing,memory,standardisation,startup,rss",
+        help="comma-separated subset of accuracy,timing,memory,standardisation,startup,rss "
         "(default: all)",
     )
     parser.add_argument("--no-render", action="store_true", help="do not rewrite the README table")
@@ -477,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         "memory": memory,
         "standardisation": standardisation,
         "startup": startup,
+        "rss": rss,
     }
     for name in args.only.split(","):
         start = time.perf_counter()
