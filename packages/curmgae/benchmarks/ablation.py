@@ -1,7 +1,11 @@
-"""Cora ablation of the curriculum knobs the paper leaves open (lambda pace, split ratio), same
-protocol as run.py, fewer seeds. Writes results/cora_ablation.json; render.py adds it to the README.
+"""Ablation of the curriculum on any Planetoid-format folder or the synthetic graph, same protocol as
+run.py, fewer seeds: the package default against the 0.2.0 rule, the paced masked count alone
+(split_ratio 0: as many masked edges as the curriculum says, chosen at random), a constant masked
+count with the curriculum choosing only the composition, a uniform sample of the curriculum set instead
+of its easiest edges, the anti-curriculum (hardest first) and the random-mask backbone. Writes
+results/ablation_<dataset>.json; render.py adds it to the README.
 
-    python packages/curmgae/benchmarks/ablation.py [--seeds 3] [--epochs 30]
+    python packages/curmgae/benchmarks/ablation.py --dataset ../shared/data/planetoid/Cora [--seeds 3]
 """
 
 from __future__ import annotations
@@ -10,59 +14,79 @@ import argparse
 import subprocess
 import sys
 import time
-from pathlib import Path
+from typing import Any
 
 import torch
-from curmgae import load_planetoid, split_edges
+from curmgae import split_edges
 from curmgae._contract import versions, write_json
 from curmgae.pipeline import evaluate, make_config, pretrain
-from run import HERE, METRICS, data_root, summarize
+from run import HERE, METRICS, command_line, load_benchmark_dataset, machine, summarize
 
-VARIANTS = {
-    "curmgae (default: additive pace, split 0.5)": ("curmgae", {}),
-    "curmgae, lambda_pace=quantile": ("curmgae", {"lambda_pace": "quantile"}),
-    "curmgae, split_ratio=0.25": ("curmgae", {"split_ratio": 0.25}),
+#: the curriculum of 0.2.0: additive pace calibrated once, the easiest edges of C_t first
+OLD_CURRICULUM: dict[str, Any] = {
+    "lambda_pace": "additive",
+    "pacing": "linear",
+    "pace_end": None,
+    "tie_break": "residual",
+    "min_mask_ratio": 0.05,
+    "update_every": 1,
+}
+#: variant -> (method, config overrides)
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "Cur-MGAE, package default": ("curmgae", {}),
+    "Cur-MGAE, additive pace (0.2.0 default)": ("curmgae", OLD_CURRICULUM),
+    "paced masked count only (split_ratio 0: random edges)": ("curmgae", {"split_ratio": 0.0}),
+    "constant masked count 0.7 (curriculum sets the composition only)": (
+        "curmgae",
+        {"min_mask_ratio": 0.7},
+    ),
+    "anti-curriculum (hardest edges first)": ("curmgae", {"anti_curriculum": True}),
     "random-mask backbone (s2gae)": ("s2gae", {}),
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", default="synthetic", help="'synthetic' or a Planetoid folder")
     ap.add_argument("--seeds", type=int, default=3, help="number of seeds (default 3)")
-    ap.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
+    ap.add_argument("--epochs", type=int, default=None, help="training epochs (default: 200)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    raw = data_root() / "planetoid"
-    if not (raw / "Cora" / "raw").is_dir():
-        print(f"Cora not found under {raw}; skipping the ablation", file=sys.stderr)
-        return 0
-    data = load_planetoid(raw, "Cora")
+    overrides = {"epochs": args.epochs} if args.epochs else {}
+    data, name = load_benchmark_dataset(args.dataset)
     t0 = time.perf_counter()
-    per_seed = {v: {k: [] for k in METRICS} for v in VARIANTS}
+    per_seed: dict[str, dict[str, list[float]]] = {v: {k: [] for k in METRICS} for v in VARIANTS}
+    traces: dict[str, list[dict[str, Any]]] = {}
     for seed in range(args.seeds):
         split = split_edges(data, seed=234 + seed)
-        for name, (method, overrides) in VARIANTS.items():
-            cfg = make_config(method, epochs=args.epochs, eval_every=5, **overrides)
-            model, _ = pretrain(method, split, cfg, seed=seed)
+        for variant, (method, grid) in VARIANTS.items():
+            cfg = make_config(method, **{**overrides, **grid})
+            model, hist = pretrain(method, split, cfg, seed=seed)
             res = evaluate(model, split, seed=seed)
+            if seed == 0 and hist.trace:
+                traces[variant] = hist.trace
             for k in METRICS:
-                per_seed[name][k].append(res[k])
+                per_seed[variant][k].append(res[k])
             print(
-                f"seed {seed} {name}: " + " ".join(f"{k}={res[k]:.4f}" for k in METRICS), flush=True
+                f"seed {seed} {variant}: " + " ".join(f"{k}={res[k]:.4f}" for k in METRICS),
+                flush=True,
             )
-    summary = summarize(per_seed)
-    out = HERE / "results" / "cora_ablation.json"
+    out = HERE / "results" / f"ablation_{name.lower()}.json"
     write_json(
         out,
         {
-            "dataset": "Cora",
-            "epochs": args.epochs,
+            "dataset": name,
+            "epochs": make_config("curmgae", **overrides).epochs,
             "seeds": list(range(args.seeds)),
-            "command": " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+            "variants": {v: {"method": m, "overrides": o} for v, (m, o) in VARIANTS.items()},
+            "default_config": make_config("curmgae", **overrides).to_dict(),
+            "command": command_line(),
+            "machine": machine(1),
             "versions": versions("curmgae", "torch-geometric", "scikit-learn"),
             "spread": "std = sample standard deviation over seeds (ddof=1)",
             "per_seed": per_seed,
-            "summary": summary,
+            "summary": summarize(per_seed),
+            "curriculum_traces_seed0": traces,
             "wall_time_s": time.perf_counter() - t0,
         },
     )

@@ -250,3 +250,25 @@ def test_public_names_and_a_light_cli_import():
         "sorted(m for m in sys.modules if m.startswith('torch'))"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_pretrain_pacing_flags_reach_the_config_and_the_trace(tmp_path):
+    """--lambda-pace quantile --pacing root --pace-end 1 --tie-break random --update-every 2
+    --patience 5 end up in results.json's model_config, and the trace has one S-step per 2 epochs
+    with the pacing function's target rho_t."""
+    out = tmp_path / "run"
+    args = ["--lambda-pace", "quantile", "--pacing", "root", "--pace-end", "1"]
+    args += ["--tie-break", "random", "--update-every", "2", "--patience", "5"]
+    assert main(["pretrain", *TINY, *args, "--epochs", "4", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    cfg = res["model_config"]
+    assert (cfg["lambda_pace"], cfg["pacing"], cfg["pace_end"]) == ("quantile", "root", 1.0)
+    assert (cfg["tie_break"], cfg["update_every"], cfg["patience"]) == ("random", 2, 5)
+    trace = res["history"]["trace"]
+    assert [e["epoch"] for e in trace] == [1, 3]
+    assert trace[0]["rho"] < trace[1]["rho"] <= 1.0
+
+
+def test_bad_pace_end_is_one_line(capsys):
+    assert main(["pretrain", *TINY, "--pace-end", "1.5", "--out", "x"]) == 2
+    _one_line_error(capsys, "--pace-end")

@@ -203,3 +203,131 @@ def test_bad_input():
         solve_selection(torch.rand(3), 1.0, penalty="l2")
     with pytest.raises(ValueError, match="shape"):
         SelfPacedEdgeScheduler(10).step(torch.rand(11))
+
+
+# ------------------------------------------------------------------------ quantile pace (0.3.0)
+def test_pacing_functions_closed_form():
+    """The three pacing functions at hand-computable points, and their end points."""
+    from curmgae.scheduler import pacing_fraction
+
+    assert pacing_fraction(0.5, 0.1, 0.7, "linear") == pytest.approx(0.4)
+    assert pacing_fraction(0.25, 0.1, 0.7, "root") == pytest.approx(0.1 + 0.6 * 0.5)
+    assert pacing_fraction(0.5, 0.1, 0.7, "geometric") == pytest.approx(0.1 * 7**0.5)
+    for pacing in ("linear", "root", "geometric"):
+        assert pacing_fraction(0.0, 0.1, 0.7, pacing) == pytest.approx(0.1)
+        assert pacing_fraction(1.0, 0.1, 0.7, pacing) == pytest.approx(0.7)
+        assert pacing_fraction(3.0, 0.1, 0.7, pacing) == pytest.approx(
+            0.7
+        )  # clipped after the ramp
+    # root is ahead of linear, geometric behind it, strictly inside the ramp
+    for p in (0.2, 0.5, 0.8):
+        lin = pacing_fraction(p, 0.1, 0.7, "linear")
+        assert (
+            pacing_fraction(p, 0.1, 0.7, "geometric") < lin < pacing_fraction(p, 0.1, 0.7, "root")
+        )
+
+
+@pytest.mark.parametrize("pacing", ["linear", "root", "geometric"])
+@pytest.mark.parametrize("split", [0.5, 1.0])
+def test_quantile_pace_masked_fraction_follows_pacing_function(pacing, split):
+    """On a fixed residual distribution the masked fraction at every S-step equals the pacing
+    function's target rho_t (within 2 edges), until the cap floor(mask_ratio*M) holds."""
+    from curmgae.scheduler import pacing_fraction
+
+    M, T = 2000, 30
+    R = torch.rand(M, generator=torch.Generator().manual_seed(3))
+    s = SelfPacedEdgeScheduler(
+        M, lambda_pace="quantile", pacing=pacing, split_ratio=split, total_epochs=T
+    )
+    r = s.ramp_epochs
+    for e in range(1, T + 1):
+        mask = s.step(R, e)
+        rho = pacing_fraction(e / r, 0.1, 0.7, pacing)
+        entry = s.trace[-1]
+        assert entry["rho"] == pytest.approx(rho)
+        assert abs(int(mask.sum()) - min(rho * M, s.cap)) <= 2, (e, int(mask.sum()), rho)
+        assert entry["masked_fraction"] == int(mask.sum()) / M
+        if split == 1.0:  # the whole masked set is the lowest-residual rho_t fraction
+            assert float(R[mask].max()) <= float(R[~mask].min())
+
+
+def test_quantile_pace_keeps_moving_when_first_residuals_are_nearly_constant():
+    """The bug of 0.2.0: an untrained decoder gives residuals ~0.5 with a tiny spread, the additive
+    ramp (calibrated once on them) spans ~0.02 of residual, and once residuals fall K_t hits the cap
+    at the second S-step. The quantile pace recalibrates on the current residuals: K_t follows rho_t."""
+    M, T = 2000, 30
+    g = torch.Generator().manual_seed(0)
+    R0 = 0.5 + 1e-3 * torch.rand(M, generator=g)  # untrained: all ~ 0.5
+    later = [0.1 + 0.05 * torch.rand(M, generator=g) * (1 + t / T) for t in range(T)]
+    additive = SelfPacedEdgeScheduler(M, lambda_pace="additive", total_epochs=T)
+    quantile = SelfPacedEdgeScheduler(M, lambda_pace="quantile", total_epochs=T)
+    for s in (additive, quantile):
+        s.step(R0, 1)
+        for e in range(2, T + 1):
+            s.step(later[e - 2], e)
+    assert additive.trace[1]["capped"]  # 0.2.0's behaviour, kept under lambda_pace="additive"
+    ks = [e["K_t"] for e in quantile.trace]
+    assert not quantile.trace[1]["capped"]
+    assert ks[1] < 0.25 * M
+    r = quantile.ramp_epochs
+    assert all(b > a for a, b in itertools.pairwise(ks[: r - 1]))  # still growing in the ramp
+    assert quantile.trace[-1]["capped"] or ks[-1] >= quantile.cap - 2
+    # the trace records the residual quantiles lambda was set from
+    e = quantile.trace[5]
+    assert e["residual_q10"] <= e["residual_q50"] <= e["residual_q90"]
+    assert e["residual_q10"] <= e["lambda"] <= e["residual_q90"]
+
+
+def test_geometric_pacing_needs_a_positive_start():
+    with pytest.raises(ValueError, match="geometric"):
+        SelfPacedEdgeScheduler(10, lambda_pace="quantile", pacing="geometric", init_mask_ratio=0.0)
+    with pytest.raises(ValueError, match="pacing"):
+        SelfPacedEdgeScheduler(10, pacing="cosine")
+
+
+def test_unsized_scheduler_and_reset():
+    s = SelfPacedEdgeScheduler(lambda_pace="quantile")
+    with pytest.raises(RuntimeError, match="reset"):
+        s.step(torch.rand(5))
+    s.reset(40, total_epochs=10, seed=1)
+    assert s.M == 40 and s.cap == 28 and s.S.shape == (40,) and s.T == 10
+    m1 = s.step(torch.linspace(0, 1, 40), 1)
+    s.reset(40, seed=1)  # a new curriculum: empty trace, same draws
+    assert s.trace == [] and torch.equal(s.step(torch.linspace(0, 1, 40), 1), m1)
+    fresh = SelfPacedEdgeScheduler()  # load_state_dict sizes a scheduler built without num_edges
+    fresh.load_state_dict(s.state_dict())
+    assert fresh.M == 40 and torch.equal(fresh.S, s.S)
+    with pytest.raises(ValueError, match="at least one edge"):
+        s.reset(0)
+
+
+def test_random_tie_break_samples_the_curriculum_set_uniformly():
+    """With gamma = 0 every edge of C_t = {R < lambda} has S = 1: tie_break='random' takes the
+    difficulty part uniformly from C_t (never outside it), 'residual' takes its easiest edges."""
+    M = 1000
+    R = torch.rand(M, generator=torch.Generator().manual_seed(0))
+    kw = dict(lambda_pace="quantile", init_mask_ratio=0.4, split_ratio=0.5, min_mask_ratio=0.0)
+    res = SelfPacedEdgeScheduler(M, tie_break="residual", **kw)
+    rnd = SelfPacedEdgeScheduler(M, tie_break="random", **kw)
+    res.step(R, 0)
+    rnd.step(R, 0)
+    lam = rnd.trace[0]["lambda"]
+    in_ct = R < lam
+    assert int(in_ct.sum()) == rnd.trace[0]["K_t"]
+    chosen_rnd, chosen_res = rnd.difficulty_mask, res.difficulty_mask
+    assert int(chosen_rnd.sum()) == int(chosen_res.sum()) == rnd.trace[0]["K_t"] // 2
+    assert bool(in_ct[chosen_rnd].all())
+    assert float(R[chosen_res].max()) < float(R[chosen_rnd].max())  # residual: the easiest half
+    # uniform over C_t: the chosen edges' mean residual is close to C_t's mean, not its lower half
+    assert abs(float(R[chosen_rnd].mean()) - float(R[in_ct].mean())) < 0.03
+
+
+def test_pace_end_one_admits_every_edge():
+    M, T = 500, 20
+    R = torch.rand(M, generator=torch.Generator().manual_seed(1))
+    s = SelfPacedEdgeScheduler(M, lambda_pace="quantile", pace_end=1.0, total_epochs=T)
+    for e in range(1, T + 1):
+        s.step(R, e)
+    assert s.trace[-1]["rho"] == 1.0 and s.trace[-1]["lambda"] == pytest.approx(float(R.max()))
+    with pytest.raises(ValueError, match="pace_end"):
+        SelfPacedEdgeScheduler(M, pace_end=0.05)  # below init_mask_ratio

@@ -33,6 +33,14 @@ _EXPORTS = {
     "sampled_softmax_loss": "losses",
     "path_mask": "masking",
     "random_mask": "masking",
+    "CurriculumMask": "masking",
+    "EdgeMasker": "masking",
+    "MaskContext": "masking",
+    "NoMask": "masking",
+    "PathMask": "masking",
+    "RandomMask": "masking",
+    "masker_from_config": "masking",
+    "adamic_adar": "evaluation",
     "CurMGAE": "method",
     "FitHistory": "method",
     "CrossCorrelationDecoder": "models",
@@ -51,13 +59,20 @@ __all__ = [
     "CrossCorrelationDecoder",
     "CurMGAE",
     "CurMGAEConfig",
+    "CurriculumMask",
+    "EdgeMasker",
     "FitHistory",
     "GAEBaseline",
     "GNNEncoder",
     "InnerProductDecoder",
+    "MaskContext",
+    "NoMask",
+    "PathMask",
     "PyGGCNEncoder",
+    "RandomMask",
     "SelfPacedEdgeScheduler",
     "__version__",
+    "adamic_adar",
     "bce_loss",
     "full_softmax_loss",
     "hits_at_k",
@@ -67,6 +82,7 @@ __all__ = [
     "load_dataset",
     "load_planetoid",
     "make_curriculum_sbm",
+    "masker_from_config",
     "path_mask",
     "prepare_graph",
     "random_mask",
@@ -102,9 +118,19 @@ if TYPE_CHECKING:
     from .baselines import GAEBaseline, PyGGCNEncoder
     from .config import SOURCES, CurMGAEConfig
     from .data import load_dataset, load_planetoid, make_curriculum_sbm, prepare_graph, split_edges
-    from .evaluation import hits_at_k, linear_probe, link_metrics, svm_cv
+    from .evaluation import adamic_adar, hits_at_k, linear_probe, link_metrics, svm_cv
     from .losses import bce_loss, full_softmax_loss, sampled_softmax_loss
-    from .masking import path_mask, random_mask
+    from .masking import (
+        CurriculumMask,
+        EdgeMasker,
+        MaskContext,
+        NoMask,
+        PathMask,
+        RandomMask,
+        masker_from_config,
+        path_mask,
+        random_mask,
+    )
     from .method import CurMGAE, FitHistory
     from .models import CrossCorrelationDecoder, GNNEncoder, InnerProductDecoder
     from .pipeline import load_checkpoint, save_checkpoint

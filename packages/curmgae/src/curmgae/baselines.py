@@ -4,18 +4,15 @@ experiments, Sec. 3)."""
 
 from __future__ import annotations
 
-import copy
-import random
-import time
+from typing import Any
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.data import Data
 from torch_geometric.nn import GAE, GCNConv
 
 from .config import CurMGAEConfig
-from .method import CurMGAE, FitHistory
+from .masking import NoMask
+from .method import CurMGAE, TrainingGraph, sample_excluding
 from .models import InnerProductDecoder
 
 
@@ -33,52 +30,34 @@ class PyGGCNEncoder(nn.Module):
 
 
 class GAEBaseline(CurMGAE):
-    """Kipf & Welling's GAE through ``torch_geometric.nn.GAE``; same ``fit``/``embed``/``score`` API."""
+    """Kipf & Welling's GAE through ``torch_geometric.nn.GAE``; same ``fit``/``embed``/``score`` API.
 
-    def __init__(self, in_channels: int, config: CurMGAEConfig | None = None) -> None:
+    One full-batch step per epoch on every training edge (no masking, :class:`~curmgae.masking.NoMask`)
+    with ``GAE.recon_loss``; its negatives (as many as the positives, non-edges of the training graph,
+    no self-pairs, like PyG's ``negative_sampling``) are drawn from the model's generator and passed
+    to ``recon_loss``, so the run is reproducible without reseeding the global RNG. No gradient
+    clipping. ``fit``, model selection and early stopping are :class:`CurMGAE`'s."""
+
+    def __init__(
+        self, in_channels: int, config: CurMGAEConfig | None = None, **kwargs: Any
+    ) -> None:
         config = config or CurMGAEConfig(decoder="inner_product", masking="none")
-        super().__init__(PyGGCNEncoder(in_channels, config.hidden), InnerProductDecoder(), config)
+        kwargs.setdefault("masker", NoMask())
+        super().__init__(
+            PyGGCNEncoder(in_channels, config.hidden), InnerProductDecoder(), config, **kwargs
+        )
 
-    def fit(  # type: ignore[override]
-        self,
-        data: Data,
-        epochs: int | None = None,
-        seed: int = 0,
-        progress: bool = False,
-        reset: bool = True,
-        unit_difficulty: Tensor | None = None,
-    ) -> FitHistory:
-        """Full-batch GAE training, model selection on validation AUC when ``data.val_pos`` exists."""
-        cfg = self.config
-        T = int(epochs or cfg.epochs)
-        torch.manual_seed(seed)
-        random.seed(seed)  # PyG's negative_sampling draws with Python's `random` for small graphs
-        if reset:
-            self._reset()
+    def train_epoch(self, graph: TrainingGraph, mask: Tensor) -> float:
+        # a plain function as GAE's encoder: GAE() would otherwise reset the encoder's weights
         gae = GAE(lambda x, ei: self.encoder(x, ei)[-1])
-        opt = torch.optim.Adam(self.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        hist, best_auc, best_state = FitHistory(), -1.0, None
-        has_val = getattr(data, "val_pos", None) is not None
-        for epoch in range(1, T + 1):
-            t0, c0 = time.perf_counter(), time.process_time()
-            self.train()
-            opt.zero_grad()
-            z = gae.encode(data.x, data.edge_index)
-            loss = gae.recon_loss(z, data.edge_index)
-            loss.backward()
-            opt.step()
-            hist.epoch_times.append(time.perf_counter() - t0)
-            hist.epoch_cpu_times.append(time.process_time() - c0)
-            hist.losses.append(float(loss.detach()))
-            if has_val and (epoch % cfg.eval_every == 0 or epoch == T):
-                auc = self.link_prediction(data, "val")["auc"]
-                hist.val_auc.append((epoch, auc))
-                if auc > best_auc:
-                    best_auc, best_state, hist.best_epoch = (
-                        auc,
-                        copy.deepcopy(self.state_dict()),
-                        epoch,
-                    )
-        if best_state is not None:
-            self.load_state_dict(best_state)
-        return hist
+        ei = graph.edge_index
+        n = graph.num_nodes
+        banned = (ei[0].minimum(ei[1]) * n + ei[0].maximum(ei[1])).unique()
+        neg = sample_excluding(ei.size(1), n, banned, self.generator)
+        self.train()
+        self.optimizer.zero_grad()
+        z = gae.encode(graph.x, ei)
+        loss = gae.recon_loss(z, ei, neg)
+        loss.backward()
+        self.optimizer.step()
+        return float(loss.detach())

@@ -35,8 +35,10 @@ from .config import (
     LAMBDA_PACES,
     LOSSES,
     METHODS,
+    PACINGS,
     PROTOCOLS,
     SOURCES,
+    TIE_BREAKS,
     CurMGAEConfig,
 )
 
@@ -59,8 +61,13 @@ OVERRIDES = (
     "split_ratio",
     "loss",
     "lambda_pace",
+    "pacing",
+    "pace_end",
+    "tie_break",
+    "update_every",
     "batch_size",
     "lr",
+    "patience",
 )
 METRIC_LABELS = {
     "lp_auc": "LP AUC",
@@ -459,7 +466,42 @@ def build_cli() -> CLI:
         help="lambda growth rule (default: additive, auto-calibrated)",
     )
     p.add_argument(
-        "--batch-size", type=positive_int(), default=None, help="positives per step (default: 1024)"
+        "--pacing",
+        default=None,
+        choices=list(PACINGS),
+        help="growth of the masked-fraction target under --lambda-pace quantile (default: linear)",
+    )
+    p.add_argument(
+        "--pace-end",
+        type=unit_interval(low_open=True),
+        default=None,
+        help="quantile target at the end of the ramp under --lambda-pace quantile, in (0, 1]; 1 "
+        "admits every edge (default: the mask ratio)",
+    )
+    p.add_argument(
+        "--tie-break",
+        default=None,
+        choices=list(TIE_BREAKS),
+        help="which edges of the curriculum set form the difficulty part: the easiest (residual) "
+        "or a uniform sample (random) (default: residual)",
+    )
+    p.add_argument(
+        "--update-every",
+        type=positive_int(),
+        default=None,
+        help="epochs between S-steps (residuals, lambda, mask) (default: 1)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=positive_int(),
+        default=None,
+        help="positives per step (default: all masked edges, one step per epoch, as S2GAE)",
+    )
+    p.add_argument(
+        "--patience",
+        type=positive_int(),
+        default=None,
+        help="stop after this many validation checks without a gain (default: 50, as S2GAE)",
     )
     p.add_argument(
         "--lr", type=positive_float(), default=None, help="Adam learning rate (default: 0.01)"

@@ -15,7 +15,11 @@ PENALTIES = ("l1", "squared")
 RESIDUALS = ("abs", "squared")
 S_SOLVERS = ("closed_form", "adam")
 LAMBDA_PACES = ("additive", "rcl_inverse", "rcl_inverse_full", "linear", "quantile")
+#: growth of the quantile target rho_t under ``lambda_pace="quantile"`` (competence-based curricula)
+PACINGS = ("linear", "root", "geometric")
 RANDOM_POOLS = ("remaining", "curriculum")
+#: order among edges of equal S in the difficulty part (with gamma = 0 every edge of C_t has S = 1)
+TIE_BREAKS = ("residual", "random")
 MASK_UNITS = ("undirected", "directed")
 
 #: method name -> overrides of the Cur-MGAE config (same backbone, same loop): the paper's ablations
@@ -61,7 +65,7 @@ SOURCES: dict[str, str] = {
     "lr": "code:S2GAE (small LP)",
     "weight_decay": "inferred",
     "epochs": "code:S2GAE (small LP)",
-    "batch_size": "code:S2GAE",
+    "batch_size": "code:S2GAE small LP (one full-batch step per epoch; the NC script uses 1024)",
     "masking": "paper (curriculum); random = 'w/o Curri.'",
     "mask_ratio": "code:S2GAE (LP)",
     "split_ratio": "inferred (midpoint)",
@@ -71,6 +75,9 @@ SOURCES: dict[str, str] = {
     "residual": "paper (L2 norm of a scalar)",
     "s_solver": "inferred (exact closed form); adam = code:RCL",
     "lambda_pace": "inferred (Algorithm 1 step size mu, auto-calibrated)",
+    "pacing": "inferred (linear/root/geometric pacing functions of competence-based curricula)",
+    "pace_end": "inferred (quantile target at the end of the ramp; None = mask_ratio)",
+    "tie_break": "inferred (Algorithm 1 takes the highest S; ties are not specified)",
     "lambda_init": "inferred (auto-calibration when None)",
     "mu": "inferred (auto-calibration when None)",
     "base_lambda": "code:RCL",
@@ -90,7 +97,8 @@ SOURCES: dict[str, str] = {
     "anti_curriculum": "diagnostic, not in the paper",
     "path_root_ratio": "code:MaskGAE MaskPath",
     "walk_length": "code:MaskGAE MaskPath",
-    "eval_every": "inferred",
+    "eval_every": "code:S2GAE (eval_steps 1)",
+    "patience": "code:S2GAE (patience 50; None = no early stopping)",
 }
 
 
@@ -131,7 +139,7 @@ class CurMGAEConfig:
     lr: float = 1e-2
     weight_decay: float = 0.0
     epochs: int = 200
-    batch_size: int | None = 1024
+    batch_size: int | None = None
     grad_clip: float = 1.0
     # masking and curriculum (paper Eq. 4, Algorithm 1)
     masking: str = "curriculum"
@@ -143,6 +151,9 @@ class CurMGAEConfig:
     residual: str = "abs"
     s_solver: str = "closed_form"
     lambda_pace: str = "additive"
+    pacing: str = "linear"
+    pace_end: float | None = None
+    tie_break: str = "residual"
     lambda_init: float | None = None
     mu: float | None = None
     base_lambda: float = 1.0
@@ -162,8 +173,9 @@ class CurMGAEConfig:
     negatives: str = "uniform"
     softmax_on_probabilities: bool = False
     symmetric_score: bool = True
-    # model selection
-    eval_every: int = 10
+    # model selection (S2GAE: validation AUC every epoch, early stopping after 50 checks without gain)
+    eval_every: int = 1
+    patience: int | None = 50
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -176,7 +188,9 @@ class CurMGAEConfig:
         _check_choice("residual", self.residual, RESIDUALS)
         _check_choice("s_solver", self.s_solver, S_SOLVERS)
         _check_choice("lambda_pace", self.lambda_pace, LAMBDA_PACES)
+        _check_choice("pacing", self.pacing, PACINGS)
         _check_choice("random_pool", self.random_pool, RANDOM_POOLS)
+        _check_choice("tie_break", self.tie_break, TIE_BREAKS)
         _check_choice("mask_unit", self.mask_unit, MASK_UNITS)
         _check_range("mask_ratio", self.mask_ratio, 0.0, 1.0, True, False)
         _check_range("split_ratio", self.split_ratio, 0.0, 1.0, False, False)
@@ -190,6 +204,8 @@ class CurMGAEConfig:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be an integer >= 1")
         if self.decode_layers < 2:
             raise ValueError(f"decode_layers={self.decode_layers!r} must be an integer >= 2")
+        if self.patience is not None and int(self.patience) < 1:
+            raise ValueError(f"patience={self.patience!r} must be an integer >= 1 or None")
         if self.batch_size is not None and self.batch_size < 1:
             raise ValueError(f"batch_size={self.batch_size!r} must be >= 1 or None (full batch)")
         if self.num_negatives < 1:
@@ -200,6 +216,15 @@ class CurMGAEConfig:
         for name in ("gamma", "weight_decay"):
             if float(getattr(self, name)) < 0:
                 raise ValueError(f"{name}={getattr(self, name)!r} must be >= 0")
+        if self.pacing == "geometric" and self.init_mask_ratio <= 0:
+            raise ValueError(
+                f"pacing='geometric' needs init_mask_ratio > 0; got {self.init_mask_ratio!r}"
+            )
+        if self.pace_end is not None and not self.init_mask_ratio <= self.pace_end <= 1.0:
+            raise ValueError(
+                f"pace_end={self.pace_end!r} is outside the accepted range "
+                f"[init_mask_ratio={self.init_mask_ratio!r}, 1]"
+            )
         if self.min_mask_ratio > self.mask_ratio:
             raise ValueError(
                 f"min_mask_ratio={self.min_mask_ratio!r} must not exceed mask_ratio={self.mask_ratio!r}"

@@ -98,3 +98,47 @@ def random_node_split(
     masks[1][perm[n_tr : n_tr + n_va]] = True
     masks[2][perm[n_tr + n_va :]] = True
     return tuple(masks)
+
+
+# ------------------------------------------------------------------ trivial baselines (no training)
+def adamic_adar(edge_index: Tensor, num_nodes: int, pairs: Tensor) -> Tensor:
+    """Adamic-Adar score of ``pairs`` [2, B] on the graph ``edge_index`` (both directions listed):
+    ``sum over common neighbours w of 1 / log(deg w)`` (degree-1 neighbours count 0)."""
+    import scipy.sparse as sp
+
+    row, col = edge_index.cpu().numpy()
+    A = sp.csr_matrix((np.ones(row.size), (row, col)), shape=(num_nodes, num_nodes))
+    A.data[:] = 1.0  # duplicates count once
+    deg = np.asarray(A.sum(axis=1)).ravel()
+    with np.errstate(divide="ignore"):
+        w = np.where(deg > 1, 1.0 / np.log(np.maximum(deg, 2.0)), 0.0)
+    Aw = A.multiply(w[None, :]).tocsr()
+    u, v = pairs.cpu().numpy()
+    scores = np.asarray(Aw[u].multiply(A[v]).sum(axis=1)).ravel()
+    return torch.from_numpy(scores)
+
+
+def feature_cosine(x: Tensor, pairs: Tensor) -> Tensor:
+    """Cosine similarity of the raw features of ``pairs`` [2, B] (link prediction without a graph)."""
+    z = F.normalize(x.float(), dim=1)
+    return (z[pairs[0]] * z[pairs[1]]).sum(1)
+
+
+def majority_accuracy(y: Tensor, train_mask: Tensor, test_mask: Tensor) -> float:
+    """Accuracy of predicting the most frequent training label for every test node."""
+    top = int(torch.bincount(y[train_mask]).argmax())
+    return float((y[test_mask] == top).float().mean())
+
+
+def majority_cv(y: Tensor, folds: int = 5, seed: int = 42) -> float:
+    """The majority class under the SVM protocol's ``KFold(5, shuffle, 42)``: mean test accuracy."""
+    from sklearn.model_selection import KFold
+
+    t = y.cpu()
+    accs = []
+    for tr, te in KFold(n_splits=folds, shuffle=True, random_state=seed).split(t.numpy()):
+        mask_tr = torch.zeros(t.numel(), dtype=torch.bool)
+        mask_te = torch.zeros(t.numel(), dtype=torch.bool)
+        mask_tr[tr], mask_te[te] = True, True
+        accs.append(majority_accuracy(t, mask_tr, mask_te))
+    return float(np.mean(accs))

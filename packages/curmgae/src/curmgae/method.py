@@ -1,10 +1,18 @@
 """Cur-MGAE training: alternating S-steps (difficulty measurer + self-paced scheduler) and w-steps
-(masked reconstruction), Algorithm 1 of the paper. The baselines run in the same loop."""
+(masked reconstruction), Algorithm 1 of the paper. The baselines run in the same loop.
+
+``CurMGAE.fit`` is made of parts a user can replace: the masking strategy (an
+:class:`~curmgae.masking.EdgeMasker`, passed as ``masker=``), the optimizer (``optimizer=``, a
+``torch.optim.Optimizer`` or a factory of one), and the methods :meth:`CurMGAE.select_mask`,
+:meth:`CurMGAE.train_epoch`, :meth:`CurMGAE.reconstruction_loss`, :meth:`CurMGAE.sample_negatives` and
+:meth:`CurMGAE.validate` for subclasses. All randomness comes from ``CurMGAE.generator``; ``fit`` never
+reseeds the global RNG."""
 
 from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,13 +20,23 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from .config import DIFFICULTY_NAMES, CurMGAEConfig
+from .config import CurMGAEConfig
 from .data import prepare_graph
 from .evaluation import link_metrics
 from .losses import bce_loss, full_softmax_loss, sampled_softmax_loss
-from .masking import edge_units, expand_units, path_mask, random_mask
+from .masking import (
+    CurriculumMask,
+    EdgeMasker,
+    MaskContext,
+    edge_units,
+    expand_units,
+    masker_from_config,
+)
 from .models import CrossCorrelationDecoder, GNNEncoder, build_backbone, score_pairs
 from .scheduler import SelfPacedEdgeScheduler, residuals
+
+#: ``optimizer=`` of :class:`CurMGAE`: an optimizer over the model's parameters, or a factory of one
+OptimizerLike = torch.optim.Optimizer | Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
 
 
 @dataclass
@@ -30,6 +48,7 @@ class FitHistory:
     epoch_cpu_times: list[float] = field(default_factory=list)
     val_auc: list[tuple[int, float]] = field(default_factory=list)
     best_epoch: int = 0
+    stopped_epoch: int = 0
     trace: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -39,6 +58,7 @@ class FitHistory:
             "epoch_cpu_times": self.epoch_cpu_times,
             "val_auc": self.val_auc,
             "best_epoch": self.best_epoch,
+            "stopped_epoch": self.stopped_epoch,
             "trace": self.trace,
         }
 
@@ -61,6 +81,21 @@ def sample_excluding(
     return out[:, :num]
 
 
+@dataclass
+class TrainingGraph:
+    """The training graph as ``fit`` uses it: features, message-passing ``edge_index``, the masking
+    units ``[2, M]``, the training-edge keys that ``negatives="exclude_edges"`` rejects, planted
+    difficulty per unit (trace only) and the prepared ``Data`` (with ``val_pos``/``val_neg``)."""
+
+    data: Data
+    x: Tensor
+    edge_index: Tensor
+    units: Tensor
+    num_nodes: int
+    banned: Tensor | None
+    difficulty: Tensor | None
+
+
 class CurMGAE(nn.Module):
     """Masked graph autoencoder with a structure-aware curriculum (Cur-MGAE).
 
@@ -71,9 +106,26 @@ class CurMGAE(nn.Module):
 
     Encoders must map ``(x, edge_index)`` to the list of every layer's output; decoders map
     ``(hs, pairs[2, B])`` to logits ``[B]``.
+
+    Args:
+        masker: the masking strategy (default: the one ``config.masking`` names; see
+            :mod:`curmgae.masking`): any :class:`~curmgae.masking.EdgeMasker`.
+        optimizer: a ``torch.optim.Optimizer`` over this model's parameters, or a factory
+            ``params -> Optimizer`` (default: Adam with ``config.lr`` and ``config.weight_decay``).
+        generator: the source of every random draw of ``fit`` (masks, negatives, batch order and
+            the dropout of the built-in modules); ``fit(seed=...)`` reseeds it, never the global RNG.
     """
 
-    def __init__(self, encoder: nn.Module, decoder: nn.Module, config: CurMGAEConfig | None = None):
+    def __init__(
+        self,
+        encoder: nn.Module,
+        decoder: nn.Module,
+        config: CurMGAEConfig | None = None,
+        *,
+        masker: EdgeMasker | None = None,
+        optimizer: OptimizerLike | None = None,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
         self.config = config or CurMGAEConfig()
@@ -83,13 +135,57 @@ class CurMGAE(nn.Module):
                 raise ValueError(
                     f"decoder input width {decoder.in_channels} does not match hidden*K^2 = {want}"
                 )
-        self.scheduler: SelfPacedEdgeScheduler | None = None
+        self.generator = generator if generator is not None else torch.Generator()
+        for module in (encoder, decoder):  # built-in modules draw their dropout masks from it
+            if hasattr(module, "generator"):
+                setattr(module, "generator", self.generator)  # noqa: B010
+        self.masker: EdgeMasker = masker if masker is not None else masker_from_config(self.config)
+        if isinstance(optimizer, torch.optim.Optimizer):
+            self.optimizer = optimizer
+        else:
+            factory = optimizer or self._default_optimizer
+            self.optimizer = factory(self.parameters())
+        #: residuals of the latest S-step (the difficulty measurer's output), None before the first
+        self.last_residuals: Tensor | None = None
+
+    def _default_optimizer(self, params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
+        return torch.optim.Adam(params, lr=self.config.lr, weight_decay=self.config.weight_decay)
 
     @classmethod
-    def from_config(cls, in_channels: int, config: CurMGAEConfig | None = None) -> CurMGAE:
-        """Build the S2GAE-style backbone described by ``config`` (encoder Eq. 1, decoder Eq. 2)."""
+    def from_config(
+        cls,
+        in_channels: int,
+        config: CurMGAEConfig | None = None,
+        **kwargs: Any,
+    ) -> CurMGAE:
+        """Build the S2GAE-style backbone described by ``config`` (encoder Eq. 1, decoder Eq. 2);
+        ``kwargs`` (``masker``, ``optimizer``, ``generator``) go to the constructor."""
         config = config or CurMGAEConfig()
-        return cls(*build_backbone(in_channels, config), config=config)
+        return cls(*build_backbone(in_channels, config), config=config, **kwargs)
+
+    @property
+    def scheduler(self) -> SelfPacedEdgeScheduler | None:
+        """The self-paced scheduler of a curriculum masker, else None."""
+        return self.masker.scheduler if isinstance(self.masker, CurriculumMask) else None
+
+    def reset_parameters(self, seed: int | None = None) -> None:
+        """Re-initialise the encoder's and decoder's weights and clear the optimizer's state.
+
+        With ``seed``, the initialisation draws from a fork of the global RNG seeded with it
+        (``torch.random.fork_rng``), so the caller's global RNG state is left as it was."""
+        if seed is None:
+            self._reset_modules()
+        else:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                self._reset_modules()
+        self.optimizer.state.clear()
+
+    def _reset_modules(self) -> None:
+        for mod in (self.encoder, self.decoder):
+            for m in mod.modules():
+                if m is not mod and hasattr(m, "reset_parameters"):
+                    m.reset_parameters()  # type: ignore[operator]
 
     # ------------------------------------------------------------------------------------- inference
     @torch.no_grad()
@@ -134,53 +230,93 @@ class CurMGAE(nn.Module):
         s = self.score(data.x, data.edge_index, torch.cat([pos, neg], 1))
         return link_metrics(s[: pos.size(1)], s[pos.size(1) :])
 
-    # ------------------------------------------------------------------------------------- training
-    def _reset(self) -> None:
-        for mod in (self.encoder, self.decoder):
-            for m in mod.modules():
-                if m is not mod and hasattr(m, "reset_parameters"):
-                    m.reset_parameters()  # type: ignore[operator]
+    # ------------------------------------------------------------------------------ training parts
+    def training_graph(self, data: Data, unit_difficulty: Tensor | None = None) -> TrainingGraph:
+        """Prepare ``data`` for ``fit``: symmetrised training graph, masking units, banned keys."""
+        cfg = self.config
+        g = prepare_graph(data) if not hasattr(data, "train_pos") else data
+        ei, n = g.edge_index, int(g.num_nodes)
+        units = edge_units(ei, cfg.mask_unit)
+        if units.size(1) < 1:
+            raise ValueError("curmgae needs at least one edge to mask (the graph has none)")
+        banned = None
+        if cfg.negatives == "exclude_edges":  # training graph only: val/test edges are never seen
+            banned = (ei[0].minimum(ei[1]) * n + ei[0].maximum(ei[1])).unique()
+        if unit_difficulty is None:
+            unit_difficulty = _unit_difficulty(g, cfg.mask_unit)
+        return TrainingGraph(g, g.x, ei, units, n, banned, unit_difficulty)
 
-    def _loss(
-        self, hs: list[Tensor], pos: Tensor, n: int, gen: torch.Generator, banned: Tensor | None
-    ) -> Tensor:
+    def select_mask(self, epoch: int, graph: TrainingGraph) -> Tensor | None:
+        """Which units are hidden this epoch (S-step or a baseline's mask): the masker's choice, or
+        None to keep the previous mask. Residuals are computed only when the masker asks."""
+
+        def measure() -> Tensor:
+            self.last_residuals = self.edge_residuals(graph.x, graph.edge_index, graph.units)
+            return self.last_residuals
+
+        ctx = MaskContext(
+            epoch, graph.units, graph.num_nodes, self.config.mask_unit, measure, graph.difficulty
+        )
+        return self.masker(ctx)
+
+    def sample_negatives(self, num: int, graph: TrainingGraph) -> Tensor:
+        """``num`` negative pairs for the BCE loss: uniform (S2GAE) or excluding training edges."""
+        if graph.banned is None:
+            return sample_uniform_pairs(num, graph.num_nodes, self.generator)
+        return sample_excluding(num, graph.num_nodes, graph.banned, self.generator)
+
+    def reconstruction_loss(self, hs: list[Tensor], pos: Tensor, graph: TrainingGraph) -> Tensor:
         """Reconstruction loss of a batch of positives (paper Eq. 3 / S2GAE BCE)."""
         cfg = self.config
 
         def score(p: Tensor) -> Tensor:
             return self.decoder(hs, p)
 
+        n = graph.num_nodes
         if cfg.loss == "sampled_softmax":
             return sampled_softmax_loss(
-                score, pos, n, cfg.num_negatives, gen, cfg.softmax_on_probabilities
+                score, pos, n, cfg.num_negatives, self.generator, cfg.softmax_on_probabilities
             )
         if cfg.loss == "full_softmax":
             return full_softmax_loss(score, pos, n, cfg.softmax_on_probabilities)
-        neg = (
-            sample_uniform_pairs(pos.size(1), n, gen)
-            if banned is None
-            else sample_excluding(pos.size(1), n, banned, gen)
-        )
-        return bce_loss(score(pos), score(neg))
+        return bce_loss(score(pos), score(self.sample_negatives(pos.size(1), graph)))
 
-    def _select_mask(
-        self, epoch: int, x: Tensor, edge_index: Tensor, units: Tensor, n: int, gen: torch.Generator
-    ) -> Tensor | None:
+    def train_epoch(self, graph: TrainingGraph, mask: Tensor) -> float:
+        """w-step: reconstruct the masked units from the visible graph, in batches of
+        ``config.batch_size`` positives (None: one full-batch step, as S2GAE's link prediction), the
+        encoder recomputed for every batch, gradient norms clipped per module. Returns the mean loss."""
         cfg = self.config
-        if cfg.masking == "curriculum":
-            if self.scheduler is None:
-                raise RuntimeError("scheduler missing")  # set up in fit
-            if (epoch - 1) % cfg.update_every != 0:
-                return None  # keep the previous mask
-            R = self.edge_residuals(x, edge_index, units)
-            self._last_R = R
-            return self.scheduler.step(R, epoch)
-        if cfg.masking == "random":
-            return random_mask(units.size(1), cfg.mask_ratio, gen)
-        if cfg.masking == "path":
-            return path_mask(units, n, cfg.mask_unit, cfg.path_root_ratio, cfg.walk_length, gen)
-        return torch.zeros(units.size(1), dtype=torch.bool)
+        if self.masker.keep_visible:
+            visible = graph.edge_index
+            positives = expand_units(graph.units[:, mask], cfg.mask_unit)
+        else:
+            visible = expand_units(graph.units[:, ~mask], cfg.mask_unit)
+            positives = expand_units(graph.units[:, mask], cfg.mask_unit)
+        self.train()
+        total, count = 0.0, 0
+        perm = positives[:, torch.randperm(positives.size(1), generator=self.generator)]
+        bs = cfg.batch_size or max(perm.size(1), 1)
+        for start in range(0, perm.size(1), bs):
+            pos = perm[:, start : start + bs]
+            self.optimizer.zero_grad()
+            hs = self.encoder(graph.x, visible)
+            loss = self.reconstruction_loss(hs, pos, graph)
+            loss.backward()
+            nn.utils.clip_grad_norm_(self.encoder.parameters(), cfg.grad_clip)
+            nn.utils.clip_grad_norm_(self.decoder.parameters(), cfg.grad_clip)
+            self.optimizer.step()
+            total += float(loss.detach()) * pos.size(1)
+            count += pos.size(1)
+        return total / max(count, 1)
 
+    def validate(self, graph: TrainingGraph) -> float | None:
+        """Model-selection score: validation AUC when the data has ``val_pos``/``val_neg``."""
+        g = graph.data
+        if getattr(g, "val_pos", None) is None or g.val_pos.numel() == 0:
+            return None
+        return self.link_prediction(g, "val")["auc"]
+
+    # ------------------------------------------------------------------------------------ training
     def fit(
         self,
         data: Data,
@@ -191,123 +327,66 @@ class CurMGAE(nn.Module):
         unit_difficulty: Tensor | None = None,
     ) -> FitHistory:
         """Pretrain on ``data`` (Algorithm 1). ``data.edge_index`` is the training graph; when ``data``
-        carries ``val_pos``/``val_neg`` (from :func:`curmgae.split_edges`), the weights with the best
-        validation AUC (checked every ``eval_every`` epochs) are restored at the end.
+        carries ``val_pos``/``val_neg`` (from :func:`curmgae.split_edges`), the validation AUC is
+        checked every ``eval_every`` epochs, training stops after ``patience`` checks without a
+        gain (never when ``patience`` is None), and the best weights are restored at the end.
 
-        ``unit_difficulty`` (or ``data.train_difficulty``/``data.edge_difficulty``) are planted
-        difficulty labels used only to report the composition of the curriculum in the trace.
+        ``seed`` reseeds :attr:`generator` (and, with ``reset``, the weight initialisation, through
+        :meth:`reset_parameters`); the global RNG state is left unchanged. ``unit_difficulty`` (or
+        ``data.train_difficulty``/``data.edge_difficulty``) are planted difficulty labels used only to
+        report the composition of the curriculum in the trace.
         """
         cfg = self.config
         T = int(epochs or cfg.epochs)
         if T < 1:
             raise ValueError(f"epochs={epochs!r} must be an integer >= 1")
-        g = prepare_graph(data) if not hasattr(data, "train_pos") else data
-        x, ei, n = g.x, g.edge_index, g.num_nodes
-        torch.manual_seed(seed)
-        gen = torch.Generator().manual_seed(seed)
+        graph = self.training_graph(data, unit_difficulty)
+        self.generator.manual_seed(seed)
         if reset:
-            self._reset()
-        units = edge_units(ei, cfg.mask_unit)
-        M = units.size(1)
-        if unit_difficulty is None:
-            unit_difficulty = _unit_difficulty(g, cfg.mask_unit)
-        if cfg.masking == "curriculum":
-            self.scheduler = SelfPacedEdgeScheduler(
-                M,
-                mask_ratio=cfg.mask_ratio,
-                split_ratio=cfg.split_ratio,
-                beta=cfg.beta,
-                gamma=cfg.gamma,
-                penalty=cfg.penalty,
-                s_solver=cfg.s_solver,
-                lambda_pace=cfg.lambda_pace,
-                lambda_init=cfg.lambda_init,
-                mu=cfg.mu,
-                base_lambda=cfg.base_lambda,
-                start_lambda=cfg.start_lambda,
-                init_mask_ratio=cfg.init_mask_ratio,
-                ramp_frac=cfg.ramp_frac,
-                min_mask_ratio=cfg.min_mask_ratio,
-                random_pool=cfg.random_pool,
-                total_epochs=T,
-                update_every=cfg.update_every,
-                anti_curriculum=cfg.anti_curriculum,
-                seed=seed,
-            )
-        banned = None
-        if cfg.negatives == "exclude_edges":  # training graph only: val/test edges are never seen
-            banned = (ei[0].minimum(ei[1]) * n + ei[0].maximum(ei[1])).unique()
-        opt = torch.optim.Adam(self.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        has_val = getattr(g, "val_pos", None) is not None and g.val_pos.numel() > 0
+            self.reset_parameters(seed=seed)
+        self.masker.reset(graph.units.size(1), T, self.generator)
+        self.last_residuals = None
         hist = FitHistory()
-        best_auc, best_state = -1.0, None
-        mask = torch.zeros(M, dtype=torch.bool)
+        best_auc, best_state, waited = -1.0, None, 0
+        mask = torch.zeros(graph.units.size(1), dtype=torch.bool)
         iterator: Any = range(1, T + 1)
         if progress:
             from tqdm import tqdm
 
-            iterator = tqdm(iterator, desc=f"fit[{cfg.masking}]", leave=False)
+            iterator = tqdm(iterator, desc=f"fit[{type(self.masker).__name__}]", leave=False)
         for epoch in iterator:
             t0, c0 = time.perf_counter(), time.process_time()
-            # ---- S-step (curriculum) or baseline mask: which units are hidden this epoch
-            new_mask = self._select_mask(epoch, x, ei, units, n, gen)
+            new_mask = self.select_mask(epoch, graph)  # S-step (curriculum) or a baseline's mask
             if new_mask is not None:
                 mask = new_mask
-                if cfg.masking == "curriculum" and self.scheduler is not None:
-                    self._annotate_trace(mask, unit_difficulty)
-            if cfg.masking == "none":
-                visible, positives = ei, ei
-            else:
-                visible = expand_units(units[:, ~mask], cfg.mask_unit)
-                positives = expand_units(units[:, mask], cfg.mask_unit)
-            # ---- w-step: reconstruct the masked edges from the visible graph
-            self.train()
-            total, count = 0.0, 0
-            perm = positives[:, torch.randperm(positives.size(1), generator=gen)]
-            bs = cfg.batch_size or max(perm.size(1), 1)
-            for start in range(0, perm.size(1), bs):
-                pos = perm[:, start : start + bs]
-                opt.zero_grad()
-                hs = self.encoder(x, visible)
-                loss = self._loss(hs, pos, n, gen, banned)
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.encoder.parameters(), cfg.grad_clip)
-                nn.utils.clip_grad_norm_(self.decoder.parameters(), cfg.grad_clip)
-                opt.step()
-                total += float(loss.detach()) * pos.size(1)
-                count += pos.size(1)
+            hist.losses.append(self.train_epoch(graph, mask))  # w-step
             hist.epoch_times.append(time.perf_counter() - t0)
             hist.epoch_cpu_times.append(time.process_time() - c0)
-            hist.losses.append(total / max(count, 1))
-            if has_val and (epoch % cfg.eval_every == 0 or epoch == T):
-                auc = self.link_prediction(g, "val")["auc"]
+            hist.stopped_epoch = epoch
+            if epoch % cfg.eval_every == 0 or epoch == T:
+                auc = self.validate(graph)
+                if auc is None:
+                    continue
                 hist.val_auc.append((epoch, auc))
                 if auc > best_auc:
-                    best_auc, best_state = auc, copy.deepcopy(self.state_dict())
+                    best_auc, best_state, waited = auc, copy.deepcopy(self.state_dict()), 0
                     hist.best_epoch = epoch
+                else:
+                    waited += 1
+                    if cfg.patience is not None and waited >= cfg.patience:
+                        break
         if best_state is not None:
             self.load_state_dict(best_state)
         else:
-            hist.best_epoch = T
-        if self.scheduler is not None:
-            hist.trace = self.scheduler.trace
+            hist.best_epoch = hist.stopped_epoch
+        hist.trace = list(self.masker.trace)
         return hist
-
-    def _annotate_trace(self, mask: Tensor, difficulty: Tensor | None) -> None:
-        """Add the easy/medium/hard shares of the difficulty-chosen part to the latest trace entry."""
-        if difficulty is None or self.scheduler is None:
-            return
-        entry = self.scheduler.trace[-1]
-        part = difficulty[self.scheduler.difficulty_mask]
-        for level, name in enumerate(DIFFICULTY_NAMES):
-            entry[f"share_{name}"] = float((part == level).float().mean()) if part.numel() else None
-            entry[f"residual_{name}"] = float(self._last_R[difficulty == level].mean())
 
 
 def _unit_difficulty(g: Data, mask_unit: str) -> Tensor | None:
     """Planted difficulty labels aligned with the masking units, when the data carries them."""
     if getattr(g, "train_difficulty", None) is not None and mask_unit == "undirected":
-        return g.train_difficulty
+        return g.train_difficulty  # type: ignore[no-any-return]
     ed = getattr(g, "edge_difficulty", None)
     if ed is None or ed.numel() != g.edge_index.size(1):
         return None

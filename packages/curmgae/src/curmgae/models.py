@@ -13,6 +13,17 @@ from torch_geometric.nn import GCNConv, GINConv, SAGEConv
 from .config import DECODERS, ENCODERS, CurMGAEConfig
 
 
+def dropout(x: Tensor, p: float, training: bool, generator: torch.Generator | None) -> Tensor:
+    """``F.dropout`` that draws its mask from ``generator`` (the global RNG when None), so that
+    ``CurMGAE.fit`` is reproducible without reseeding the global RNG."""
+    if not training or p == 0.0:
+        return x
+    if generator is None:
+        return F.dropout(x, p=p, training=True)
+    keep = torch.empty_like(x).bernoulli_(1.0 - p, generator=generator)
+    return x * keep / (1.0 - p)
+
+
 def _check_pairs(pairs: Tensor) -> None:
     if pairs.dim() != 2 or pairs.size(0) != 2:
         raise ValueError(f"pairs must have shape [2, B]; got {tuple(pairs.shape)}")
@@ -43,6 +54,7 @@ class GNNEncoder(nn.Module):
         self.convs = nn.ModuleList(
             [self._make_conv(in_channels if k == 0 else hidden, hidden) for k in range(num_layers)]
         )
+        self.generator: torch.Generator | None = None
 
     def _make_conv(self, c_in: int, c_out: int) -> nn.Module:
         if self.conv == "gcn":
@@ -62,7 +74,7 @@ class GNNEncoder(nn.Module):
         for k, conv in enumerate(self.convs):
             h = F.relu(conv(h, edge_index))
             if k < self.num_layers - 1:
-                h = F.dropout(h, p=self.dropout, training=self.training)
+                h = dropout(h, self.dropout, self.training, self.generator)
             hs.append(h)
         return hs
 
@@ -91,6 +103,7 @@ class CrossCorrelationDecoder(nn.Module):
         self.dropout = dropout
         dims = [self.in_channels] + [channels] * (decode_layers - 1) + [1]
         self.lins = nn.ModuleList([nn.Linear(a, b) for a, b in itertools.pairwise(dims)])
+        self.generator: torch.Generator | None = None
 
     def reset_parameters(self) -> None:
         for lin in self.lins:
@@ -112,7 +125,7 @@ class CrossCorrelationDecoder(nn.Module):
     def forward(self, hs: list[Tensor], pairs: Tensor) -> Tensor:
         z = self.features(hs, pairs)
         for lin in self.lins[:-1]:
-            z = F.dropout(F.relu(lin(z)), p=self.dropout, training=self.training)
+            z = dropout(F.relu(lin(z)), self.dropout, self.training, self.generator)
         return self.lins[-1](z).squeeze(-1)
 
 

@@ -149,8 +149,11 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def plot_curriculum(trace: list[dict[str, Any]], path: Path) -> bool:
-    """Paper Figure 2 analogue: easy/medium/hard shares of the difficulty-chosen edges per S-update,
-    and the masked count. Returns False (and writes nothing) when matplotlib is missing."""
+    """Diagnostic plot of one run's curriculum, per S-update: the masked fraction (with the cap and,
+    under the ``quantile`` pace, the target rho_t), lambda, the residual quantiles with lambda on the
+    same axis, the mean difficulty of the masked edges (planted labels when the graph has them, else
+    residuals), and the easy/medium/hard shares of the difficulty-chosen edges (the paper's Figure 2)
+    when planted labels exist. Returns False (and writes nothing) when matplotlib is missing."""
     try:
         import matplotlib
 
@@ -159,23 +162,55 @@ def plot_curriculum(trace: list[dict[str, Any]], path: Path) -> bool:
     except ImportError:
         print("note: install curmgae[cli] (matplotlib) for the curriculum plot", file=sys.stderr)
         return False
-    epochs = [e["epoch"] for e in trace]
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3.2))
-    if trace and trace[0].get("share_easy") is not None:
+    if not trace:
+        return False
+    ep = [e["epoch"] for e in trace]
+    M = trace[0].get("num_edges")  # absent in traces written before 0.3.0
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6))
+    ax = axes.ravel()
+    if M is not None:
+        ax[0].plot(ep, [e["masked_fraction"] for e in trace], label="masked")
+        ax[0].plot(ep, [e["K_t"] / M for e in trace], ":", label="K_t / M")
+        ax[0].plot(ep, [e["cap"] / M for e in trace], "--", label="cap")
+        if trace[0].get("rho") is not None:
+            ax[0].plot(ep, [e["rho"] for e in trace], "-.", label="target rho_t")
+    ax[0].set_title("masked fraction")
+    ax[0].legend(fontsize=7)
+    ax[1].plot(ep, [e["lambda"] for e in trace])
+    ax[1].set_title("lambda")
+    qkeys = [k for k in trace[0] if k.startswith("residual_q")]
+    for k in qkeys:
+        ax[2].plot(ep, [e[k] for e in trace], label=k.replace("residual_", ""))
+    ax[2].plot(ep, [e["lambda"] for e in trace], "k--", label="lambda")
+    ax[2].set_title("residual quantiles vs lambda")
+    ax[2].legend(fontsize=7)
+    if trace[0].get("mean_difficulty_masked") is not None:
+        ax[3].plot(ep, [e["mean_difficulty_masked"] for e in trace], label="all masked")
+        ax[3].plot(
+            ep,
+            [e.get("mean_difficulty_difficulty") for e in trace],
+            label="difficulty-chosen",
+        )
+        ax[3].set_title("mean planted difficulty of masked edges\n(0 easy, 1 medium, 2 hard)")
+    else:
+        ax[3].plot(ep, [e.get("mean_residual_masked") for e in trace], label="all masked")
+        ax[3].plot(
+            ep, [e.get("mean_residual_difficulty") for e in trace], label="difficulty-chosen"
+        )
+        ax[3].plot(ep, [e["mean_residual"] for e in trace], "--", label="all edges")
+        ax[3].set_title("mean residual (difficulty) of masked edges")
+    ax[3].legend(fontsize=7)
+    if trace[0].get("share_easy") is not None:
         for name in ("easy", "medium", "hard"):
-            ax[0].plot(epochs, [e.get(f"share_{name}") or 0.0 for e in trace], label=name)
-        ax[0].set_title("difficulty-chosen masked edges")
-        ax[0].set_ylabel("share")
-        ax[0].legend()
-    else:  # no planted difficulty: show the pace parameter against the residuals
-        ax[0].plot(epochs, [e["lambda"] for e in trace], label="lambda")
-        ax[0].plot(epochs, [e["mean_residual"] for e in trace], label="mean residual")
-        ax[0].set_title("pace vs residual")
-        ax[0].legend()
-    ax[1].plot(epochs, [e["K_t"] for e in trace], label="K_t")
-    ax[1].plot(epochs, [e["cap"] for e in trace], "--", label="cap")
-    ax[1].set_title("curriculum size")
-    ax[1].legend()
+            ax[4].plot(ep, [e.get(f"share_{name}") or 0.0 for e in trace], label=name)
+        ax[4].set_title("difficulty-chosen edges: shares")
+        ax[4].legend(fontsize=7)
+    else:
+        ax[4].axis("off")
+    ax[5].plot(ep, [e["K_t"] for e in trace], label="K_t")
+    ax[5].plot(ep, [e["cap"] for e in trace], "--", label="cap")
+    ax[5].set_title("curriculum size")
+    ax[5].legend(fontsize=7)
     for a in ax:
         a.set_xlabel("epoch")
     fig.tight_layout()

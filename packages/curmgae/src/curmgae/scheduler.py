@@ -24,7 +24,63 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .config import LAMBDA_PACES, PENALTIES, RANDOM_POOLS, RESIDUALS, S_SOLVERS
+from .config import (
+    LAMBDA_PACES,
+    PACINGS,
+    PENALTIES,
+    RANDOM_POOLS,
+    RESIDUALS,
+    S_SOLVERS,
+    TIE_BREAKS,
+)
+
+#: residual quantiles recorded in the trace at every S-step (``residual_q10`` ... ``residual_q90``)
+TRACE_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
+#: the :class:`curmgae.CurMGAEConfig` fields that :meth:`SelfPacedEdgeScheduler.from_config` reads
+CONFIG_FIELDS = (
+    "mask_ratio",
+    "split_ratio",
+    "beta",
+    "gamma",
+    "penalty",
+    "s_solver",
+    "lambda_pace",
+    "pacing",
+    "lambda_init",
+    "mu",
+    "base_lambda",
+    "start_lambda",
+    "init_mask_ratio",
+    "ramp_frac",
+    "min_mask_ratio",
+    "random_pool",
+    "update_every",
+    "anti_curriculum",
+    "tie_break",
+    "pace_end",
+)
+
+
+def pacing_fraction(progress: float, start: float, end: float, pacing: str = "linear") -> float:
+    """Target masked fraction ``rho`` at ``progress`` ``p`` in [0, 1] of the ramp (clipped), growing
+    from ``start`` to ``end`` with a pacing function of competence-based curricula:
+
+    * ``linear``:    ``rho = start + (end - start) * p``;
+    * ``root``:      ``rho = start + (end - start) * sqrt(p)`` (fast early, slow late);
+    * ``geometric``: ``rho = start * (end / start) ** p`` (slow early, fast late; ``start > 0``).
+    """
+    if pacing not in PACINGS:
+        raise ValueError(f"pacing={pacing!r} is not accepted; choose one of {', '.join(PACINGS)}")
+    p = min(max(progress, 0.0), 1.0)
+    if pacing == "linear":
+        rho = start + (end - start) * p
+    elif pacing == "root":
+        rho = start + (end - start) * math.sqrt(p)
+    else:
+        if start <= 0:
+            raise ValueError(f"pacing='geometric' needs a start fraction > 0; got {start!r}")
+        rho = start * (end / start) ** p
+    return min(max(rho, 0.0), 1.0)
 
 
 def residuals(scores: Tensor, kind: str = "abs") -> Tensor:
@@ -133,15 +189,27 @@ class SelfPacedEdgeScheduler:
     ``step(R, epoch)`` solves for ``S`` (closed form or Adam), counts the curriculum set
     ``C_t = {e : S_e >= 0.5}``, caps its size at ``floor(mask_ratio*M)`` (freezing lambda) or paces lambda,
     then returns the boolean mask = ``floor(split_ratio*K_t)`` edges with highest ``S`` (ties: smaller
-    residual) plus ``K_t - floor(split_ratio*K_t)`` random edges, topped up to
-    ``ceil(min_mask_ratio*M)`` random edges (a guard that is not in the paper).
+    residual with ``tie_break="residual"``, or uniformly at random with ``tie_break="random"``) plus
+    ``K_t - floor(split_ratio*K_t)`` random edges, topped up to ``ceil(min_mask_ratio*M)`` random
+    edges (a guard that is not in the paper). With ``gamma = 0`` every edge of ``C_t`` has ``S = 1``,
+    so the tie rule decides which of them form the difficulty part: the easiest ones (``residual``),
+    or a uniform sample of the edges the curriculum has admitted so far (``random``, the sampling of
+    competence-based curricula).
 
     ``anti_curriculum=True`` ranks edges by *negated* residuals (hardest first; diagnostic only).
+
+    ``lambda_pace="quantile"`` recalibrates lambda on the *current* residuals at every S-step:
+    ``lambda_t = beta * quantile(R_t, rho_t)`` with the target fraction ``rho_t`` growing from
+    ``init_mask_ratio`` to ``pace_end`` (default ``mask_ratio``; 1 admits every edge) over the first
+    ``ramp_frac`` of the epochs along ``pacing`` (:func:`pacing_fraction`). The curriculum size then
+    follows ``rho_t`` whatever the scale or spread of the residuals, whereas ``additive`` calibrates
+    once, on the first residuals (of an untrained decoder: all about 0.5, so its whole planned ramp
+    spans about 0.02 of residual and K_t reaches the cap at the second S-step once training starts).
     """
 
     def __init__(
         self,
-        num_edges: int,
+        num_edges: int | None = None,
         *,
         mask_ratio: float = 0.7,
         split_ratio: float = 0.5,
@@ -150,6 +218,7 @@ class SelfPacedEdgeScheduler:
         penalty: str = "l1",
         s_solver: str = "closed_form",
         lambda_pace: str = "additive",
+        pacing: str = "linear",
         lambda_init: float | None = None,
         mu: float | None = None,
         base_lambda: float = 1.0,
@@ -161,14 +230,16 @@ class SelfPacedEdgeScheduler:
         total_epochs: int = 200,
         update_every: int = 1,
         anti_curriculum: bool = False,
+        tie_break: str = "residual",
+        pace_end: float | None = None,
         seed: int = 0,
     ) -> None:
-        if num_edges < 1:
-            raise ValueError("curmgae needs at least one edge to mask (num_edges=0)")
         for name, val, choices in (
+            ("tie_break", tie_break, TIE_BREAKS),
             ("penalty", penalty, PENALTIES),
             ("s_solver", s_solver, S_SOLVERS),
             ("lambda_pace", lambda_pace, LAMBDA_PACES),
+            ("pacing", pacing, PACINGS),
             ("random_pool", random_pool, RANDOM_POOLS),
         ):
             if val not in choices:
@@ -179,7 +250,15 @@ class SelfPacedEdgeScheduler:
             raise ValueError(f"mask_ratio={mask_ratio!r} is outside the accepted range (0, 1]")
         if not 0.0 <= split_ratio <= 1.0:
             raise ValueError(f"split_ratio={split_ratio!r} is outside the accepted range [0, 1]")
-        self.M = num_edges
+        if pacing == "geometric" and init_mask_ratio <= 0:
+            raise ValueError(
+                f"pacing='geometric' needs init_mask_ratio > 0; got {init_mask_ratio!r}"
+            )
+        if int(update_every) < 1 or int(total_epochs) < 1:
+            raise ValueError(
+                f"update_every={update_every!r} and total_epochs={total_epochs!r} must be >= 1"
+            )
+        self.pacing = pacing
         self.mask_ratio, self.split_ratio = mask_ratio, split_ratio
         self.beta, self.gamma, self.penalty, self.s_solver = beta, gamma, penalty, s_solver
         self.lambda_pace, self.base_lambda, self.start_lambda = (
@@ -187,23 +266,79 @@ class SelfPacedEdgeScheduler:
             base_lambda,
             start_lambda,
         )
+        self.lambda_init, self.mu_init = lambda_init, mu
+        self.tie_break = tie_break
+        self.pace_end = mask_ratio if pace_end is None else float(pace_end)
+        if not init_mask_ratio <= self.pace_end <= 1.0:
+            raise ValueError(
+                f"pace_end={pace_end!r} is outside the accepted range "
+                f"[init_mask_ratio={init_mask_ratio!r}, 1]"
+            )
         self.init_mask_ratio, self.ramp_frac = init_mask_ratio, ramp_frac
         self.min_mask_ratio, self.random_pool = min_mask_ratio, random_pool
         self.T, self.update_every, self.anti_curriculum = (
-            total_epochs,
-            update_every,
+            int(total_epochs),
+            int(update_every),
             anti_curriculum,
         )
-        self.cap = math.floor(mask_ratio * num_edges)
-        self.floor_count = min(self.cap, math.ceil(min_mask_ratio * num_edges))
-        self.ramp_epochs = max(1, math.floor(ramp_frac * total_epochs))
-        self.n_ramp = max(1, math.ceil(self.ramp_epochs / update_every))
+        # per-graph state, sized by reset(num_edges) (here when num_edges is given)
+        self.M = 0
+        self.cap = self.floor_count = 0
+        self.ramp_epochs = self.n_ramp = 1
         self.lam: float | None = lambda_init
         self.mu: float | None = mu
-        self.S = torch.zeros(num_edges)
+        self.S = torch.zeros(0)
+        self.difficulty_mask = torch.zeros(0, dtype=torch.bool)
         self.t = 0
         self.generator = torch.Generator().manual_seed(seed)
         self.trace: list[dict[str, Any]] = []
+        if num_edges is not None:
+            self.reset(num_edges)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Any,
+        num_edges: int | None = None,
+        total_epochs: int | None = None,
+        seed: int = 0,
+    ) -> SelfPacedEdgeScheduler:
+        """The scheduler described by a :class:`curmgae.CurMGAEConfig` (``mask_ratio``, ``split_ratio``,
+        ``beta``, ``gamma``, ``penalty``, ``s_solver``, ``lambda_pace``, ``pacing``, ...), over
+        ``total_epochs`` (default ``config.epochs``); sized now when ``num_edges`` is given, else by
+        :meth:`reset`."""
+        kwargs = {name: getattr(config, name) for name in CONFIG_FIELDS}
+        return cls(
+            num_edges,
+            **kwargs,
+            total_epochs=int(total_epochs if total_epochs is not None else config.epochs),
+            seed=seed,
+        )
+
+    def reset(
+        self, num_edges: int, total_epochs: int | None = None, seed: int | None = None
+    ) -> None:
+        """Start a new curriculum over ``num_edges`` masking units (and ``total_epochs`` epochs, when
+        given): S = 0, lambda and mu back to their initial values (auto-calibrated when None), an
+        empty trace; the random part's generator is reseeded when ``seed`` is given."""
+        if num_edges < 1:
+            raise ValueError("curmgae needs at least one edge to mask (num_edges=0)")
+        if total_epochs is not None:
+            if int(total_epochs) < 1:
+                raise ValueError(f"total_epochs={total_epochs!r} must be >= 1")
+            self.T = int(total_epochs)
+        self.M = int(num_edges)
+        self.cap = math.floor(self.mask_ratio * self.M)
+        self.floor_count = min(self.cap, math.ceil(self.min_mask_ratio * self.M))
+        self.ramp_epochs = max(1, math.floor(self.ramp_frac * self.T))
+        self.n_ramp = max(1, math.ceil(self.ramp_epochs / self.update_every))
+        self.lam, self.mu = self.lambda_init, self.mu_init
+        self.S = torch.zeros(self.M)
+        self.difficulty_mask = torch.zeros(self.M, dtype=torch.bool)
+        self.t = 0
+        self.trace = []
+        if seed is not None:
+            self.generator.manual_seed(seed)
 
     # ----------------------------------------------------------------------------------- lambda pacing
     def _calibrate(self, R: Tensor) -> None:
@@ -215,6 +350,13 @@ class SelfPacedEdgeScheduler:
             target = self.beta * float(torch.quantile(R, self.mask_ratio))
             self.mu = max(target - self.lam, 0.0) / self.n_ramp
 
+    def target_fraction(self, epoch: int) -> float:
+        """``rho_t`` of the ``quantile`` pace at ``epoch``: :func:`pacing_fraction` of the progress
+        ``epoch / floor(ramp_frac*T)`` from ``init_mask_ratio`` to ``mask_ratio``."""
+        return pacing_fraction(
+            epoch / self.ramp_epochs, self.init_mask_ratio, self.pace_end, self.pacing
+        )
+
     def _scheduled_lambda(self, R: Tensor, epoch: int) -> float:
         T, r = self.T, self.ramp_epochs
         if self.lambda_pace == "rcl_inverse":
@@ -223,13 +365,14 @@ class SelfPacedEdgeScheduler:
             return self.base_lambda / max(T + 1 - epoch, 1)
         if self.lambda_pace == "linear":
             return (epoch / T) * self.base_lambda + self.start_lambda
-        rho = self.init_mask_ratio + (self.mask_ratio - self.init_mask_ratio) * min(epoch / r, 1.0)
-        return self.beta * float(torch.quantile(R, min(max(rho, 0.0), 1.0)))
+        return self.beta * float(torch.quantile(R, self.target_fraction(epoch)))
 
     # ----------------------------------------------------------------------------------------- S-step
     def step(self, R: Tensor, epoch: int = 0) -> Tensor:
         """One S-step (Algorithm 1 lines 9-19) on residuals ``R`` [M]; returns the boolean mask [M]."""
         R = R.detach().float().cpu()
+        if self.M == 0:
+            raise RuntimeError("the scheduler is not sized yet: call reset(num_edges) first")
         if R.shape != (self.M,):
             raise ValueError(f"residuals must have shape [{self.M}]; got {tuple(R.shape)}")
         R_rank = -R if self.anti_curriculum else R
@@ -251,7 +394,10 @@ class SelfPacedEdgeScheduler:
         elif self.lambda_pace == "additive":
             self.lam = lam + float(self.mu)  # type: ignore[arg-type]
         # difficulty part: highest S, ties broken by smaller residual (lexicographic stable sort)
-        order = torch.sort(R_sel, stable=True).indices
+        if self.tie_break == "residual":  # ties in S: smaller residual first
+            order = torch.sort(R_sel, stable=True).indices
+        else:  # ties in S: uniformly at random (competence-based sampling from C_t)
+            order = torch.randperm(self.M, generator=self.generator)
         order = order[torch.sort(-S[order], stable=True).indices]
         n_diff = math.floor(self.split_ratio * K)
         difficulty = order[:n_diff]
@@ -269,19 +415,27 @@ class SelfPacedEdgeScheduler:
             mask[rest[torch.randperm(rest.numel(), generator=self.generator)[:missing]]] = True
         self.difficulty_mask = torch.zeros(self.M, dtype=torch.bool)
         self.difficulty_mask[difficulty] = True
-        self.trace.append(
-            {
-                "t": self.t,
-                "epoch": epoch,
-                "lambda": lam,
-                "K_t": K,
-                "cap": self.cap,
-                "capped": capped,
-                "n_difficulty": n_diff,
-                "n_masked": int(mask.sum()),
-                "mean_residual": float(R.mean()),
-            }
-        )
+        qs = torch.quantile(R.double(), torch.tensor(TRACE_QUANTILES, dtype=torch.float64))
+        entry: dict[str, Any] = {
+            "t": self.t,
+            "epoch": epoch,
+            "lambda": lam,
+            "mu": self.mu,
+            "rho": self.target_fraction(epoch) if self.lambda_pace == "quantile" else None,
+            "K_t": K,
+            "cap": self.cap,
+            "num_edges": self.M,
+            "capped": capped,
+            "n_difficulty": n_diff,
+            "n_masked": int(mask.sum()),
+            "masked_fraction": int(mask.sum()) / self.M,
+            "mean_residual": float(R.mean()),
+            "mean_residual_masked": float(R[mask].mean()) if bool(mask.any()) else None,
+            "mean_residual_difficulty": float(R[difficulty].mean()) if n_diff else None,
+        }
+        for q, v in zip(TRACE_QUANTILES, qs.tolist(), strict=True):
+            entry[f"residual_q{round(100 * q)}"] = v
+        self.trace.append(entry)
         self.t += 1
         return mask
 
@@ -297,6 +451,8 @@ class SelfPacedEdgeScheduler:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["S"].numel() != self.M:  # a scheduler built without num_edges: size it first
+            self.reset(int(state["S"].numel()))
         self.S = state["S"].clone()
         self.lam, self.mu, self.t = state["lam"], state["mu"], state["t"]
         self.generator.set_state(state["rng"])
