@@ -40,6 +40,7 @@ from pathlib import Path
 import sassha_optim.data as data_module
 import torch
 from sassha_optim import __version__
+from sassha_optim._baselines import SAM
 from sassha_optim.data import STD_FLOOR, Split, load_digits, load_folder
 from sassha_optim.training import MLP, build_optimizer, make_closure, top_hessian_eigenvalue, train
 
@@ -57,7 +58,7 @@ ACCURACY_OPTIMIZERS = [
     "sassha-rho0",
     "sassha-official",
 ]
-TIMING_OPTIMIZERS = ["sgd", "adamw", "sam", "adahessian", "sassha-k1", "sassha"]
+TIMING_OPTIMIZERS = ["sgd", "adamw", "sam", "sam-adamw", "adahessian", "sassha-k1", "sassha"]
 MEMORY_OPTIMIZERS = ["sgd", "adamw", "sam", "adahessian", "sophia-h", "sassha"]
 
 # Numbers the paper's authors report (official repository README; paper Sec. 3). Not comparable with our CPU-scale tasks.
@@ -260,7 +261,10 @@ def timing(quick: bool) -> dict:
     for name in TIMING_OPTIMIZERS:
         torch.manual_seed(0)
         model = MLP(d_in, 10, hidden)
-        opt = build_optimizer(name, model.parameters())
+        if name == "sam-adamw":  # SAM over AdamW: an Adam-type update like Sassha's, for context
+            opt = SAM(model.parameters(), torch.optim.AdamW, rho=0.15, lr=1e-2, weight_decay=0.05)
+        else:
+            opt = build_optimizer(name, model.parameters())
         closure = make_closure(opt, model, x, y)
         for _ in range(warmup):
             opt.step(closure)

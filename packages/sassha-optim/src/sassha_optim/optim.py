@@ -111,6 +111,15 @@ def _validate_group_values(values: dict[str, Any]) -> None:
         raise ValueError(f"Invalid adaptive: {values['adaptive']!r} (expected True or False)")
 
 
+def _finite(loss: Any) -> bool:
+    """Whether a loss (tensor or number) is finite; a scalar costs one ``float()``."""
+    if isinstance(loss, Tensor):
+        loss = loss.detach()
+        if loss.numel() != 1:
+            return bool(torch.isfinite(loss).all())
+    return math.isfinite(float(loss))
+
+
 def _grads(params: Sequence[Tensor]) -> list[Tensor]:
     """Gradients of parameters known to have one."""
     return [cast(Tensor, p.grad) for p in params]
@@ -548,7 +557,7 @@ class Sassha(Optimizer):
             raise RuntimeError("Sassha: step(closure) called while perturbed; call unperturb()")
         self.zero_grad(set_to_none=True)
         loss = self._call_closure(closure)
-        if loss is not None and not bool(torch.isfinite(torch.as_tensor(loss)).all()):
+        if loss is not None and not _finite(loss):
             self._skip_pending = self._nonfinite("loss")
             return loss
         if not self._params_with_grad():
@@ -558,7 +567,7 @@ class Sassha(Optimizer):
             if self._skip_pending:
                 return loss
             second = self._call_closure(closure)
-            if second is not None and not bool(torch.isfinite(torch.as_tensor(second)).all()):
+            if second is not None and not _finite(second):
                 self._skip_pending = self._nonfinite("loss at the perturbed point")
             if not self._params_with_grad():
                 self._restore()
