@@ -125,3 +125,63 @@ def test_search_grid_for_daml_and_bad_values(tmp_path, capsys):
     argv = ["train", "--quiet", "--dataset", "synthetic7", "--search", "--search-eps", "1.5"]
     assert main([*argv, "--out", str(tmp_path / "x")]) == 2
     assert "argument --search-eps: every value must be in (0, 1]" in capsys.readouterr().err
+
+
+def _history(*pairs):
+    return [{"epoch": 10.0 * i, "valid_nll": n, "valid_bpr": b} for i, (n, b) in enumerate(pairs)]
+
+
+def test_select_checkpoint_rules_on_a_hand_made_history():
+    """App. C.2 (``paper``), the official score (``code``: nll·nll_weight − λ·bpr) and ``last``."""
+    from bpr_topk.train import select_checkpoint
+
+    # epoch 0: warm start; 10: best NLL; 20: best BPR at a higher NLL; 30: NaN BPR (no events)
+    hist = _history((2.0, 0.30), (1.9, 0.32), (2.1, 0.50), (1.95, float("nan")))
+    assert select_checkpoint(hist, "nll", "paper") == 1
+    assert select_checkpoint(hist, "bpr", "paper") == 2
+    assert select_checkpoint(hist, "daml", "paper", reference_bpr=0.30) == 1  # best NLL, BPR ok
+    assert select_checkpoint(hist, "daml", "paper", reference_bpr=0.40) == 2
+    assert select_checkpoint(hist, "daml", "paper", reference_bpr=0.90) == 2  # none: max BPR
+    assert select_checkpoint(hist, "daml", "code", lam=3.0) == 2  # 2.1 − 1.5 < 1.9 − 0.96
+    assert select_checkpoint(hist, "daml", "code", lam=0.1) == 1
+    # an NLL-only run has no BPR term: the official score is its valid NLL, whatever λ says
+    assert select_checkpoint(hist, "nll", "code", lam=30.0) == 1
+    assert select_checkpoint(hist, "daml", "last") == 3
+    with pytest.raises(ValueError, match="selection must be"):
+        select_checkpoint(hist, "daml", "best")
+
+
+def test_compare_with_grids_searches_on_validation_and_records_the_choice():
+    from bpr_topk import make_synthetic7
+    from bpr_topk.experiment import EvalConfig, TrainConfig, compare
+
+    data = make_synthetic7(0, 20, 10, 10)
+    cfg = TrainConfig(epochs=3, num_score_samples=4, num_perturb_samples=4, val_samples=20,
+                      val_freq=1, denominator_offset=0.0)  # fmt: skip
+    grids = {"nll": {"lr": [1e-6, 0.1]}, "daml": {"lr": [0.01, 0.1], "sigma": [0.01, 0.05]}}
+    rows = compare(data, "truncnorm", 5, ["NLL-only", "DAML eps=1.0"], [0], cfg,
+                   EvalConfig(trials=1, num_samples=20), grids=grids)  # fmt: skip
+    by = {r["method"]: r for r in rows}
+    nll, daml = by["NLL-only"], by["DAML eps=1.0"]
+    assert [t["lr"] for t in nll["search"]] == [1e-6, 0.1]
+    assert nll["selected"] == min(nll["search"], key=lambda t: t["valid_nll"])
+    assert len(daml["search"]) == 4 and {t["eps"] for t in daml["search"]} == {1.0}
+    assert daml["selected"] in daml["search"] and daml["best_epoch"] == daml["selected"]["best_epoch"]
+
+
+@pytest.mark.parametrize(
+    ("objective", "sigmas", "epss"),
+    [("daml", [0.01, 0.05], [1.0, 0.9]), ("bpr", [0.01, 0.05], [1.0]),
+     ("nll", [0.01], [1.0]), ("spo+", [0.01], [1.0]), ("pg", [0.01], [1.0])],
+)  # fmt: skip
+def test_default_search_grid_varies_only_what_the_objective_uses(objective, sigmas, epss):
+    """σ only matters with a perturbed top-K (DAML, BPR-only), ε only for DAML."""
+    import argparse
+
+    from bpr_topk.cli import _search_grid
+
+    args = argparse.Namespace(objective=objective, lr=0.03, sigma=0.01, eps=1.0,
+                              search_lr=None, search_sigma=None, search_eps=None)  # fmt: skip
+    grid = _search_grid(args)
+    assert grid["lr"] == pytest.approx([0.01, 0.03, 0.09])
+    assert grid["sigma"] == pytest.approx(sigmas) and grid["eps"] == pytest.approx(epss)

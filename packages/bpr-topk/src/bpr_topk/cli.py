@@ -232,7 +232,8 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "--search-sigma",
         type=float_list(low=0.0),
         default=None,
-        help="σ values of --search (default: σ and 5σ; only σ for --objective nll)",
+        help="σ values of --search (default: σ and 5σ for daml and bpr; only σ for nll, spo+ "
+        "and pg, which have no perturbed top-K)",
     )
     p.add_argument(
         "--search-eps",
@@ -646,7 +647,7 @@ def _search_grid(args: argparse.Namespace) -> dict[str, list[float]]:
     """The --search grid: the flags given, else lr/3, lr, 3·lr; σ, 5σ; ε, 0.9ε (DAML only)."""
     lrs = args.search_lr or [args.lr / 3, args.lr, 3 * args.lr]
     sigmas = args.search_sigma or (
-        [args.sigma] if args.objective == "nll" else [args.sigma, 5 * args.sigma]
+        [args.sigma, 5 * args.sigma] if args.objective in ("daml", "bpr") else [args.sigma]
     )
     epss = args.search_eps or (
         [args.eps, 0.9 * args.eps] if args.objective == "daml" else [args.eps]
@@ -777,11 +778,15 @@ def _demo_setup(
         return data, 5, "truncnorm", cfg, _demo_eval(quick), about
     data = make_hotspots(500, seed=seed)
     # DAML and BPR-only start from the NLL-only fit of the same seed (warm start) and are
-    # fine-tuned for a fixed budget; the last checkpoint of every run is kept. λ = 3: with the
-    # paper's λ = 30 the noisy decision gradient random-walks the per-site random effects.
+    # fine-tuned for 200 epochs; the checkpoint is chosen on the validation split with the
+    # official code's rule (min valid NLL − λ·valid BPR): the noisy score-function gradient makes
+    # the valid BPR of the fine-tune oscillate, so the last checkpoint is a lottery (on some
+    # seeds and CPUs no better than NLL-only), and the App. C.2 rule picks the warm start back.
+    # λ and the fine-tuning learning rate were selected on the validation split over seeds 0-4
+    # (benchmark (c): highest mean valid BPR at ≤ 5 % higher valid NLL than NLL-only).
     cfg = TrainConfig(
         epochs=150, lr=0.1, lam=3.0, num_score_samples=50, num_perturb_samples=50,
-        baseline="loo", val_samples=200, selection="last", warm_start=True,
+        baseline="loo", val_samples=200, selection="code", warm_start=True,
         finetune_epochs=200, finetune_lr=0.03,
     )  # fmt: skip
     about = (

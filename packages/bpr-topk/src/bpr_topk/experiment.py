@@ -349,9 +349,16 @@ def compare(
     cfg: TrainConfig,
     ev: EvalConfig,
     progress: bool = False,
+    grids: dict[str, dict[str, list[float]]] | None = None,
 ) -> list[dict[str, Any]]:
     """Train every method for every seed (NLL-only first: its valid BPR is DAML's selection
-    reference, App. C.2) and evaluate on ``ev.split``. Returns one row per (method, seed)."""
+    reference, App. C.2) and evaluate on ``ev.split``. Returns one row per (method, seed).
+
+    ``grids`` maps an objective (``nll``, ``daml``, ``bpr``, ``spo+``, ``pg``) to a grid of
+    :func:`search_train` (keys ``lr``, ``sigma``; ``eps`` defaults to the method's ε): that
+    method is then trained once per setting and the setting is chosen on the validation split
+    only; each row records the chosen ``selected`` settings and the ``search`` trials.
+    """
     if "NLL-only" in methods:
         methods = ["NLL-only", *[m for m in methods if m != "NLL-only"]]
     rows: list[dict[str, Any]] = []
@@ -362,13 +369,22 @@ def compare(
             init: dict[str, torch.Tensor] | None = (
                 nll_state if cfg.warm_start and objective != "nll" else None
             )
-            model, result = train_one(
-                data, kind, k, objective, eps, seed, cfg, reference, progress, init
-            )
+            extra: dict[str, Any] = {}
+            grid = (grids or {}).get(objective)
+            if grid:
+                grid = {"eps": [eps], **grid}
+                model, result, trials, chosen = search_train(
+                    data, kind, k, objective, seed, cfg, grid, reference, progress, init
+                )
+                extra = {"selected": trials[chosen], "search": trials}
+            else:
+                model, result = train_one(
+                    data, kind, k, objective, eps, seed, cfg, reference, progress, init
+                )
             if objective == "nll":
                 reference, nll_state = selected_valid_bpr(result), result.best_state
             for row in evaluate_rows(model, data, k, method, ev, cfg.denominator_offset):
-                rows.append({**row, "seed": seed, "best_epoch": result.best_epoch})
+                rows.append({**row, "seed": seed, "best_epoch": result.best_epoch, **extra})
     return rows
 
 

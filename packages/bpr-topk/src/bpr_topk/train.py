@@ -96,7 +96,8 @@ def select_checkpoint(
     ``paper``: NLL objective → best valid NLL; BPR objective → best valid BPR; DAML → best valid
     NLL among checkpoints with valid BPR ≥ ``reference_bpr`` (the ML model's), else max BPR
     (without a reference: best NLL among the max-BPR ties). ``code``: minimise
-    ``nll·nll_weight − bpr·lam``. ``last``: the final checkpoint.
+    ``nll·nll_weight − bpr·lam`` (the official code's score; λ counts as 0 for the NLL
+    objective, which has no BPR term). ``last``: the final checkpoint.
     """
     if not history:
         raise ValueError("history is empty")
@@ -106,7 +107,10 @@ def select_checkpoint(
     bp = [h["valid_bpr"] if not math.isnan(h["valid_bpr"]) else -1.0 for h in history]
     idx = range(len(history))
     if selection == "code":
-        return min(idx, key=lambda i: nll[i] * nll_weight - bp[i] * lam)
+        # the official score nll·nll_weight − bpr·bpr_weight with the run's own weights: an
+        # NLL-only run has no BPR term (bpr_weight 0), so it keeps its best valid NLL
+        weight = 0.0 if objective == "nll" else lam
+        return min(idx, key=lambda i: nll[i] * nll_weight - bp[i] * weight)
     if selection != "paper":
         raise ValueError(f"selection must be 'paper', 'code' or 'last'; got {selection!r}")
     if objective == "nll":
