@@ -1,8 +1,7 @@
 """Ablation of the curriculum on any Planetoid-format folder or the synthetic graph, same protocol as
 run.py, fewer seeds: the package default against the 0.2.0 rule, the paced masked count alone
 (split_ratio 0: as many masked edges as the curriculum says, chosen at random), a constant masked
-count with the curriculum choosing only the composition, a uniform sample of the curriculum set instead
-of its easiest edges, the anti-curriculum (hardest first) and the random-mask backbone. Writes
+count with the curriculum choosing only the composition, and the random-mask backbone. Writes
 results/ablation_<dataset>.json; render.py adds it to the README.
 
     python packages/curmgae/benchmarks/ablation.py --dataset ../shared/data/planetoid/Cora [--seeds 3]
@@ -40,7 +39,6 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "curmgae",
         {"min_mask_ratio": 0.7},
     ),
-    "anti-curriculum (hardest edges first)": ("curmgae", {"anti_curriculum": True}),
     "random-mask backbone (s2gae)": ("s2gae", {}),
 }
 

@@ -253,8 +253,9 @@ def test_quantile_pace_masked_fraction_follows_pacing_function(pacing, split):
 
 def test_quantile_pace_keeps_moving_when_first_residuals_are_nearly_constant():
     """The bug of 0.2.0: an untrained decoder gives residuals ~0.5 with a tiny spread, the additive
-    ramp (calibrated once on them) spans ~0.02 of residual, and once residuals fall K_t hits the cap
-    at the second S-step. The quantile pace recalibrates on the current residuals: K_t follows rho_t."""
+    ramp (calibrated once on them) spans less than that 0.001 spread, and once residuals fall K_t
+    hits the cap at the second S-step. The quantile pace recalibrates on the current residuals: K_t
+    follows rho_t."""
     M, T = 2000, 30
     g = torch.Generator().manual_seed(0)
     R0 = 0.5 + 1e-3 * torch.rand(M, generator=g)  # untrained: all ~ 0.5

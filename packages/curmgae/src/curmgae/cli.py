@@ -463,7 +463,7 @@ def build_cli() -> CLI:
         "--lambda-pace",
         default=None,
         choices=list(LAMBDA_PACES),
-        help="lambda growth rule (default: additive, auto-calibrated)",
+        help="lambda growth rule (default: rcl_inverse, chosen on validation edges)",
     )
     p.add_argument(
         "--pacing",

@@ -74,7 +74,8 @@ SOURCES: dict[str, str] = {
     "penalty": "code:RCL (linear term)",
     "residual": "paper (L2 norm of a scalar)",
     "s_solver": "inferred (exact closed form); adam = code:RCL",
-    "lambda_pace": "inferred (Algorithm 1 step size mu, auto-calibrated)",
+    "lambda_pace": "code:RCL (--increase 1), chosen on validation edges among the pacing rules "
+    "(benchmarks/select_pacing.py); 0.2.0 used additive",
     "pacing": "inferred (linear/root/geometric pacing functions of competence-based curricula)",
     "pace_end": "inferred (quantile target at the end of the ramp; None = mask_ratio)",
     "tie_break": "inferred (Algorithm 1 takes the highest S; ties are not specified)",
@@ -150,7 +151,7 @@ class CurMGAEConfig:
     penalty: str = "l1"
     residual: str = "abs"
     s_solver: str = "closed_form"
-    lambda_pace: str = "additive"
+    lambda_pace: str = "rcl_inverse"
     pacing: str = "linear"
     pace_end: float | None = None
     tie_break: str = "residual"

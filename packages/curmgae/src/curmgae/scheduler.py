@@ -203,8 +203,12 @@ class SelfPacedEdgeScheduler:
     ``init_mask_ratio`` to ``pace_end`` (default ``mask_ratio``; 1 admits every edge) over the first
     ``ramp_frac`` of the epochs along ``pacing`` (:func:`pacing_fraction`). The curriculum size then
     follows ``rho_t`` whatever the scale or spread of the residuals, whereas ``additive`` calibrates
-    once, on the first residuals (of an untrained decoder: all about 0.5, so its whole planned ramp
-    spans about 0.02 of residual and K_t reaches the cap at the second S-step once training starts).
+    once, on the first residuals (of an untrained decoder: all about 0.5 with a spread of a few
+    thousandths, so its whole planned ramp spans almost no residual and K_t reaches the cap at the
+    second S-step once training starts; the README gives the measured values).
+
+    The keyword defaults are 0.2.0's (``lambda_pace="additive"``); :meth:`from_config` with a default
+    :class:`~curmgae.CurMGAEConfig` gives the package default (``rcl_inverse``, chosen on validation).
     """
 
     def __init__(
