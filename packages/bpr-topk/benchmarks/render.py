@@ -35,10 +35,11 @@ def selected_lines(res: dict) -> list[str]:
         return []
     grids = res.get("grids", {})
     parts = []
-    objective = {"NLL-only": "nll", "BPR-only": "bpr", "SPO+": "spo+", "PG": "pg"}
+    prefixes = (("NLL-only", "nll"), ("BPR-only", "bpr"), ("SPO+", "spo+"), ("PG", "pg"))
     for method, picks in sel.items():
         seeds = "/".join(str(p["seed"]) for p in picks)
-        grid = grids.get(objective.get(method, "daml"), {})
+        objective = next((o for pre, o in prefixes if method.startswith(pre)), "daml")
+        grid = grids.get(objective, {})
         cells = []
         for key, label in (("lr", "lr"), ("sigma", "σ")):
             if key in grid:
@@ -100,7 +101,16 @@ def cook_table(res: dict) -> list[str]:
         f"{mark('daml_bpr_ge_nll_only')}; DAML NLL within 5 % of NLL-only: "
         f"{mark('daml_nll_within_5pct')}; DAML ≥ best heuristic ({best['method']}): "
         f"{mark('daml_bpr_ge_best_heuristic')}; DAML ≥ the paper's 0.80: "
-        f"{mark('daml_bpr_ge_paper')}. "
+        f"{mark('daml_bpr_ge_paper')}"
+        + (
+            f"; with the 10-step mean feature ({', '.join(res['history_features'])}): DAML ≥ "
+            f"NLL-only: {mark('daml_history_bpr_ge_nll_only_history')}, DAML ≥ best heuristic: "
+            f"{mark('daml_history_bpr_ge_best_heuristic')}, DAML ≥ the paper's 0.80: "
+            f"{mark('daml_history_bpr_ge_paper')}"
+            if "history_features" in res
+            else ""
+        )
+        + ". "
         f"Budget: NLL {cfg['epochs']} epochs, DAML/BPR-only/SPO+/PG "
         "warm-started from "
         f"it for {cfg['finetune_epochs']} epochs, λ = {cfg['lam']}, "
@@ -113,7 +123,8 @@ def cook_table(res: dict) -> list[str]:
         ),
         "",
         f"DAML − NLL-only: ΔBPR@100 = {daml['bpr'] - nll['bpr']:+.4f} (DAML ≥ NLL-only in "
-        f"{wins}/{len(per_seed)} seeds; sample std of DAML over seeds {daml['bpr_std']:.3f}), "
+        f"{wins}/{len(per_seed)} seeds; sample std of DAML over seeds "
+        f"{_fmt(_std(daml, 'bpr'))}), "
         f"ΔNLL = {100 * (daml['nll'] / nll['nll'] - 1):+.1f} %. "
         f"BPR-only − NLL-only: ΔBPR@100 = {bpr_only['bpr'] - nll['bpr']:+.4f}, "
         f"ΔNLL = {100 * (bpr_only['nll'] / nll['nll'] - 1):+.1f} %.",

@@ -146,3 +146,45 @@ def test_baseline_command_writes_its_own_file_with_the_api_numbers(tmp_path):
     assert main([*argv, "--rule", "last", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "baseline-last.json").is_file()
     assert (tmp_path / "baseline.json").read_text() == text  # the first result is kept
+
+
+def test_history_features_are_the_avg_heuristic_standardised_on_train(tmp_path):
+    """A 2-step mean feature on the hand-made panel (no lag columns: the y history), past steps
+    only; z-scored with the training statistics, which are stored for the lag read-back."""
+    from bpr_topk import with_history_features
+
+    data = _panel()
+    out = with_history_features(data, [2])
+    assert out.feature_names == ["avg_counts_2steps"] and data.num_features == 0
+    raw = {  # mean of the previous (up to) 2 steps of the history TRAIN + VALID + TEST
+        "train": [[0, 0, 0, 0], [1, 0, 0, 2]],
+        "valid": [[0.5, 1.5, 0, 1.5]],
+        "test": [[1, 1.5, 0.5, 0.5], [1, 0.5, 2.5, 0.5]],
+    }
+    mu, sd = out.feature_mean[0], out.feature_std[0]
+    train = torch.tensor(raw["train"], dtype=torch.float32)
+    assert float(mu) == pytest.approx(float(train.mean()))
+    assert float(sd) == pytest.approx(float(train.std()))
+    for split, rows in raw.items():
+        got = out.split(split).X[..., 0] * sd + mu
+        assert torch.allclose(got, torch.tensor(rows, dtype=torch.float32), atol=1e-6), split
+        assert torch.equal(out.split(split).y, data.split(split).y)
+    with pytest.raises(ValueError, match="already has the feature"):
+        with_history_features(out, [2])
+    with pytest.raises(ValueError, match="every window must be an integer >= 1"):
+        with_history_features(data, [0])
+
+
+def test_history_windows_flag_reaches_the_model_and_the_checkpoint_check(tmp_path, capsys):
+    base = ["--dataset", "zeroinflated", "--sites", "40", "--quiet"]
+    argv = ["train", *base, "--objective", "nll", "--epochs", "2", "--eval-trials", "1"]
+    argv += ["--eval-samples", "20", "--history-windows", "10,20", "--out", str(tmp_path / "t")]
+    assert main(argv) == 0
+    res = json.loads((tmp_path / "t" / "results.json").read_text())
+    assert res["model"] == "negbin"
+    ckpt = torch.load(tmp_path / "t" / "model.pt", weights_only=True)
+    assert ckpt["feature_names"][-2:] == ["avg_counts_10steps", "avg_counts_20steps"]
+    rank = ["rank", *base, "--checkpoint", str(tmp_path / "t" / "model.pt")]
+    assert main([*rank, "--out", str(tmp_path / "r")]) == 2  # without the same windows
+    assert "--history-windows as to train" in capsys.readouterr().err
+    assert main([*rank, "--history-windows", "10,20", "--out", str(tmp_path / "r")]) == 0

@@ -166,7 +166,8 @@ def test_compare_with_grids_searches_on_validation_and_records_the_choice():
     assert [t["lr"] for t in nll["search"]] == [1e-6, 0.1]
     assert nll["selected"] == min(nll["search"], key=lambda t: t["valid_nll"])
     assert len(daml["search"]) == 4 and {t["eps"] for t in daml["search"]} == {1.0}
-    assert daml["selected"] in daml["search"] and daml["best_epoch"] == daml["selected"]["best_epoch"]
+    assert daml["selected"] in daml["search"]
+    assert daml["best_epoch"] == daml["selected"]["best_epoch"]
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from .baselines import (
     evaluate_heuristic,
     heuristic_scores,
     lag_columns,
+    with_history_features,
 )
 from .data import (
     Split,
@@ -83,5 +84,6 @@ __all__ = [
     "topk_oracle",
     "topk_ratio_rating",
     "toy9_outcomes",
+    "with_history_features",
     "write_topk_folder",
 ]

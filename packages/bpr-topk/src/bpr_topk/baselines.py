@@ -19,12 +19,14 @@ Lag columns are recognised by name, ``^prev_.+_(\\d+)back$`` (Cook County: ``pre
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
-from .data import SPLITS, TopKData
+from .data import SPLITS, Split, TopKData
 from .metrics import bpr, check_k, nanmean
 
 Rule = Literal["last", "avg", "zero"]
@@ -156,3 +158,51 @@ def best_heuristic(
     key = f"{select_on}_bpr"
     best = max(rows, key=lambda r: -1.0 if r[key] != r[key] else r[key])  # NaN sorts last
     return {**best, "all": rows}
+
+
+def history_feature_name(data: TopKData, window: int) -> str:
+    """Name of the ``window``-step history-mean feature: ``avg_<target>_<W>steps``."""
+    return f"avg_{data.target_name}_{window}steps"
+
+
+def with_history_features(data: TopKData, windows: Sequence[int] = (10,)) -> TopKData:
+    """A copy of ``data`` with one extra feature per window W: each site's mean count over the
+    previous W steps, the score of the ``avg`` heuristic (lag columns where the data has them,
+    else the y history across splits; past steps only, fewer at the start of the history).
+
+    It gives the forecaster the long history that ``avg over W`` exploits, e.g. a 10-step mean
+    on Cook County, whose files hold five lag columns. The features are named
+    ``avg_<target>_<W>steps`` and standardised with training statistics like the others.
+    """
+    if not windows:
+        raise ValueError("windows must name at least one window W >= 1")
+    if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in windows):
+        raise ValueError(f"every window must be an integer >= 1; got {list(windows)}")
+    names = [history_feature_name(data, w) for w in windows]
+    taken = [n for n in names if n in data.feature_names] + [
+        n for i, n in enumerate(names) if n in names[:i]
+    ]
+    if taken:
+        raise ValueError(f"the data already has the feature(s) {sorted(set(taken))}")
+    F = data.num_features
+    mean = data.feature_mean if data.feature_mean.numel() == F else torch.zeros(F)
+    std = data.feature_std if data.feature_std.numel() == F else torch.ones(F)
+    raw = {s: [heuristic_scores(data, s, "avg", w) for w in windows] for s in SPLITS}
+    train = torch.stack(raw["train"], -1)  # [T, S, W]
+    mu = train.mean(dim=(0, 1))
+    sd = train.std(dim=(0, 1)).clamp_min(1e-6)
+    splits = {}
+    for s in SPLITS:
+        sp = data.split(s)
+        extra = (torch.stack(raw[s], -1) - mu) / sd
+        X = torch.cat([sp.X, extra.to(sp.X.dtype)], -1)
+        splits[s] = Split(X, sp.y, sp.time, list(sp.timesteps))
+    return replace(
+        data,
+        train=splits["train"],
+        valid=splits["valid"],
+        test=splits["test"],
+        feature_names=[*data.feature_names, *names],
+        feature_mean=torch.cat([mean, mu]),
+        feature_std=torch.cat([std, sd]),
+    )

@@ -25,6 +25,7 @@ from ._contract import (
     blame,
     existing_path,
     float_list,
+    int_list,
     nonneg_float,
     positive_float,
     positive_int,
@@ -32,7 +33,7 @@ from ._contract import (
     table,
     unit_interval,
 )
-from .baselines import HEURISTICS, evaluate_heuristic
+from .baselines import HEURISTICS, evaluate_heuristic, with_history_features
 from .data import (
     SPLITS,
     TopKData,
@@ -107,6 +108,14 @@ def _data_args(p: argparse.ArgumentParser) -> None:
         type=positive_int(),
         default=None,
         help="budget K (default: 5 synthetic7, S/10 panel, S/20 hotspots and zeroinflated, 100 folder)",
+    )
+    p.add_argument(
+        "--history-windows",
+        type=int_list(low=1),
+        default=None,
+        help="add one feature per window W, comma-separated: each site's mean count over the "
+        "previous W steps (the 'avg' heuristic's score, e.g. 10; lag columns, else the y "
+        "history); give the same windows to rank/evaluate as to train (default: none)",
     )
 
 
@@ -466,6 +475,9 @@ def _load_data(args: argparse.Namespace) -> tuple[TopKData, int]:
         k_default = max(1, data.num_sites // 20)
     else:
         data, k_default = make_synthetic7(args.seed), 5
+    if args.history_windows:
+        with blame("--history-windows"):
+            data = with_history_features(data, args.history_windows)
     k = args.K if args.K is not None else k_default
     if k > data.num_sites:
         raise UsageError("--K", f"{k} exceeds the number of sites S={data.num_sites}")
@@ -547,7 +559,8 @@ def _load_checkpoint(path: Path, data: TopKData, flag: str) -> tuple[ForecastMod
             flag,
             f"{path} was trained on {ckpt.get('data_name')} with "
             f"{ckpt['config'].get('num_sites')} sites / features {ckpt.get('feature_names')}; "
-            f"the data given has {data.num_sites} sites / features {data.feature_names}",
+            f"the data given has {data.num_sites} sites / features {data.feature_names} (give "
+            "the same data and --history-windows as to train)",
         )
     return model, ckpt
 
