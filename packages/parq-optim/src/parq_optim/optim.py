@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from .distributed import ShardedStats, local, shard_group
 from .prox import ProxBinaryRelax, ProxHardQuant, ProxMap, ProxPARQ, ProxSoftQuant
 from .quant import (
     LSBQuantizer,
@@ -61,8 +62,54 @@ def _write_back(p: Tensor, view: Tensor) -> None:
         p.copy_(view.reshape(p.shape))
 
 
-def _is_dtensor(p: Tensor) -> bool:
-    return type(p).__name__ == "DTensor"
+def _fit_levels(
+    quantizer: Quantizer,
+    p: Tensor,
+    view: Tensor,
+    b: int,
+    dim: int | None,
+    block: int | None,
+) -> tuple[Tensor | None, Tensor]:
+    """``quantizer.quantize`` on ``view`` (the local rows of ``p``): per row on the local rows;
+    per tensor over every shard when ``p`` is a row-sharded DTensor (global statistics)."""
+    if dim is not None:
+        if view.numel() == 0:  # a rank without rows of this parameter
+            return None, view.new_empty((0, quantizer.get_quant_size(b)))
+        return quantizer.quantize(view, b, dim=dim)
+    group = shard_group(p)
+    if group is None:
+        return quantizer.quantize(view, b)
+    if quantizer.sharded_stats:
+        return quantizer.quantize(view, b, stats=ShardedStats(p.numel(), group))
+    # a quantizer without sharded statistics: fit it to the gathered whole tensor
+    from torch.distributed.tensor import distribute_tensor
+
+    full = p.full_tensor()  # type: ignore[attr-defined]
+    q_full, Q = quantizer.quantize(quant_view(full, block, False)[0], b)
+    q_dt = distribute_tensor(
+        q_full.reshape(full.shape),
+        p.device_mesh,  # type: ignore[attr-defined]
+        p.placements,  # type: ignore[attr-defined]
+        src_data_rank=None,  # every rank holds q_full: slice, no communication
+    )
+    return q_dt.to_local().reshape(view.shape), Q
+
+
+def _gather_rows(p: Tensor, t: Tensor, width: int) -> Tensor:
+    """The whole-tensor version of ``t``, which holds ``width`` values per local row of the
+    row-sharded DTensor ``p`` (codes, level sets): an ``all_gather`` along the rows of ``p``;
+    returns shape ``(p.size(0), width)``."""
+    from torch.distributed.tensor import DTensor
+
+    per_row = t.reshape(local(p).size(0), width)
+    dt = DTensor.from_local(
+        per_row,
+        p.device_mesh,  # type: ignore[attr-defined]
+        p.placements,  # type: ignore[attr-defined]
+        shape=torch.Size((p.size(0), width)),
+        stride=(width, 1),
+    )
+    return dt.full_tensor()
 
 
 class QuantOptimizer(Optimizer):
@@ -160,8 +207,7 @@ class QuantOptimizer(Optimizer):
                     stacklevel=3,
                 )
         for p in group["params"]:
-            if _is_dtensor(p):
-                raise NotImplementedError("DTensor (FSDP2) parameters are not supported in v1")
+            shard_group(p)  # NotImplementedError for a DTensor layout that splits rows
         group.setdefault("cumu_lr", 0.0)
         if self.anneal_wd_frac > 0:
             group.setdefault("initial_wd", group["weight_decay"])
@@ -294,15 +340,16 @@ class QuantOptimizer(Optimizer):
                     continue
                 state = self.state[p]
                 state["latent"].copy_(p)
+                lp = local(p)  # the local rows of a sharded (FSDP2) parameter, else p
                 if self.quant_shrink:
-                    p.div_(gamma)
-                view, dim = quant_view(p, block, self.quant_per_channel)
+                    lp.div_(gamma)
+                view, dim = quant_view(lp, block, self.quant_per_channel)
                 q = None
                 if refresh or "quants" not in state:
-                    q, Q = quantizer.quantize(view, b, dim=dim)
+                    q, Q = _fit_levels(quantizer, p, view, b, dim, block)
                     state["quants"] = Q.to(p.dtype)
                 r = self.prox_map.apply_(view, q, state["quants"], step_count=t, dim=dim)
-                _write_back(p, view)
+                _write_back(lp, view)
             if r:  # a positive inverse slope (PARQ): log it, anneal weight decay
                 if self.anneal_wd_frac > 0:
                     wd0, phi = group["initial_wd"], self.anneal_wd_frac
@@ -326,10 +373,12 @@ class QuantOptimizer(Optimizer):
                 self.state[p]["latent"] = p.detach().clone()
 
     def _levels(self, i: int, group: dict[str, Any], p: Tensor, view: Tensor, dim: int | None):
+        """The stored level set of ``p`` (the local rows' under FSDP2), or a fresh fit."""
         state = self.state.get(p, {})
         if "quants" in state:
             return state["quants"]
-        return self._get_quantizer(i).quantize(view, group["quant_bits"], dim=dim)[1]
+        quantizer, block = self._get_quantizer(i), group.get("quant_block_size")
+        return _fit_levels(quantizer, p, view, group["quant_bits"], dim, block)[1]
 
     @torch.no_grad()
     def hard_quantize_(self) -> None:
@@ -338,12 +387,13 @@ class QuantOptimizer(Optimizer):
         export a model whose training stopped before ``anneal_end``."""
         for i, group, p in self._quantized_params():
             state = self.state.get(p, {})
-            u = state["latent"].clone() if "latent" in state else p.detach().clone()
+            u = local(state["latent"] if "latent" in state else p).detach().clone()
             if self.quant_shrink:
                 u.div_(max(1.0, group["cumu_lr"]))
             view, dim = quant_view(u, group.get("quant_block_size"), self.quant_per_channel)
             Q = self._levels(i, group, p, view, dim)
-            p.copy_(nearest(Q, view, dim).reshape(p.shape))
+            lp = local(p)
+            lp.copy_(nearest(Q, view, dim).reshape(lp.shape))
 
     @torch.no_grad()
     def quantized_fraction(self, rtol: float = 1e-6) -> float:
@@ -352,11 +402,19 @@ class QuantOptimizer(Optimizer):
         hit, total = 0, 0
         for i, group, p in self._quantized_params():
             view, dim = quant_view(
-                p.detach(), group.get("quant_block_size"), self.quant_per_channel
+                local(p).detach(), group.get("quant_block_size"), self.quant_per_channel
             )
             Q = self._levels(i, group, p, view, dim)
-            tol = rtol * Q.abs().max()
-            hit += int(((view - nearest(Q, view, dim)).abs() <= tol).sum())
+            tol = rtol * Q.abs().max() if Q.numel() else 0.0
+            count = int(((view - nearest(Q, view, dim)).abs() <= tol).sum())
+            process_group = shard_group(p)
+            if process_group is not None:  # FSDP2: add up the local rows of every rank
+                import torch.distributed as dist
+
+                c = torch.tensor(count, dtype=torch.float64, device=view.device)
+                dist.all_reduce(c, group=process_group)
+                count = int(c.item())
+            hit += count
             total += p.numel()
         return hit / total if total else 0.0
 
@@ -367,6 +425,8 @@ class QuantOptimizer(Optimizer):
         Returns ``{name: {"codes": indices into levels (uint8 when |Q| <= 256), "levels": Q,
         "shape": original shape, "dim": None or -1, "block_size": B or None,
         "per_channel": bool}}``.  Codes are ``nearest(Q, w)`` of the current weights ``w``.
+        Under FSDP2 every rank must call it: the codes and per-row level sets of the local rows
+        are gathered, and every rank receives the whole tensors.
         """
         groups = {id(p): (i, g) for i, g, p in self._quantized_params()}
         out: dict[str, dict[str, Any]] = {}
@@ -375,9 +435,18 @@ class QuantOptimizer(Optimizer):
                 continue
             i, group = groups[id(p)]
             block = group.get("quant_block_size")
-            view, dim = quant_view(p.detach(), block, self.quant_per_channel)
+            view, dim = quant_view(local(p).detach(), block, self.quant_per_channel)
             Q = self._levels(i, group, p, view, dim)
             codes = nearest_index(Q, view, dim)
+            if shard_group(p) is not None:  # FSDP2: gather the rows of every rank
+                full_view, _ = quant_view(
+                    torch.empty(p.shape, device="meta"), block, self.quant_per_channel
+                )
+                rows = p.size(0)
+                codes = _gather_rows(p, codes, p.numel() // rows).reshape(full_view.shape)
+                if dim is not None:
+                    m = Q.size(-1)
+                    Q = _gather_rows(p, Q, full_view.size(0) // rows * m).reshape(-1, m)
             out[name] = {
                 "codes": codes.to(_code_dtype(Q.size(-1))).cpu(),
                 "levels": Q.detach().clone().cpu(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from abc import ABC, abstractmethod
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -19,6 +20,7 @@ __all__ = [
     "LSBQuantizer",
     "MaxUnifQuantizer",
     "Quantizer",
+    "TensorStats",
     "TernaryUnifQuantizer",
     "UnifQuantizer",
     "binary_sign",
@@ -27,8 +29,40 @@ __all__ = [
 ]
 
 
+class TensorStats(Protocol):
+    """Per-tensor statistics of a tensor that may be split over processes.
+
+    A quantizer given ``stats`` (only with ``dim=None``) sees the local part ``p`` of a larger
+    tensor and takes every statistic its level set needs over the whole tensor through ``stats``:
+    ``mean(x)`` and ``amax(x)`` of an element-wise function ``x`` of ``p`` (a 0-d tensor, the same
+    on every process) and ``gather(x)`` (the values of ``x`` of every process, flat; order
+    unspecified).  :class:`parq_optim.distributed.ShardedStats` reduces over the shards of a
+    DTensor (FSDP2) parameter.
+    """
+
+    def mean(self, x: Tensor) -> Tensor: ...
+
+    def amax(self, x: Tensor) -> Tensor: ...
+
+    def gather(self, x: Tensor) -> Tensor: ...
+
+
+def _mean(x: Tensor, dim: int | None, stats: TensorStats | None) -> Tensor:
+    """``x.mean`` per tensor (over all shards with ``stats``) or per row (``dim``)."""
+    if dim is None and stats is not None:
+        return stats.mean(x)
+    return x.mean(dim=dim, keepdim=dim is not None)
+
+
+def _amax(x: Tensor, dim: int | None, stats: TensorStats | None) -> Tensor:
+    """``x.max`` per tensor (over all shards with ``stats``) or per row (``dim``)."""
+    if dim is not None:
+        return x.amax(dim=-1, keepdim=True)
+    return stats.amax(x) if stats is not None else x.max()
+
+
 def _check_levels(Q: Tensor) -> None:
-    if Q.numel() == 0 or Q.size(-1) == 0:
+    if Q.dim() == 0 or Q.size(-1) == 0:  # (0, m): per-row levels of zero rows are fine
         raise ValueError(f"empty level set Q (shape {tuple(Q.shape)}); need at least one level")
 
 
@@ -95,6 +129,10 @@ class Quantizer(ABC):
             to both ``q`` and ``Q`` (default: False).
     """
 
+    #: whether ``_quantize`` takes ``stats`` (per-tensor statistics over the shards of a
+    #: sharded tensor); a subclass that leaves it ``False`` is run on the gathered full tensor
+    sharded_stats: bool = False
+
     def __init__(self, center: bool = False) -> None:
         self.center = center
 
@@ -113,34 +151,47 @@ class Quantizer(ABC):
 
     @abstractmethod
     def _quantize(self, p: Tensor, b: int, dim: int | None) -> tuple[Tensor, Tensor]:
-        """Quantize an already centred copy of ``p``."""
+        """Quantize an already centred copy of ``p`` (subclasses with ``sharded_stats = True``
+        also take ``stats``, see :meth:`quantize`)."""
 
-    def quantize(self, p: Tensor, b: int, dim: int | None = None) -> tuple[Tensor, Tensor]:
+    def quantize(
+        self, p: Tensor, b: int, dim: int | None = None, *, stats: TensorStats | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Return ``(q, Q)``: ``q`` like ``p`` with entries in ``Q``; ``Q`` sorted ascending,
-        shape ``(m,)`` if ``dim is None`` else ``(rows, m)``."""
+        shape ``(m,)`` if ``dim is None`` else ``(rows, m)``.
+
+        ``stats`` (per-tensor only): ``p`` is one shard of a larger tensor and the level set is
+        fitted to the whole tensor through these statistics (:class:`TensorStats`); ``q`` is the
+        local shard's.  Only quantizers with ``sharded_stats = True`` accept it."""
         self.check_bits(b)
         if p.is_complex():
             raise ValueError(f"complex dtype {p.dtype} is not supported; use a real dtype")
-        if p.numel() == 0:
+        if stats is None and p.numel() == 0:
             raise ValueError("cannot quantize an empty tensor")
         if dim is not None and p.dim() != 2:
             raise ValueError(f"dim={dim} needs a 2-D tensor (rows, n), got shape {tuple(p.shape)}")
+        if stats is not None and dim is not None:
+            raise ValueError("stats (sharded per-tensor statistics) needs dim=None")
+        if stats is not None and not self.sharded_stats:
+            raise TypeError(f"{type(self).__name__} does not take sharded statistics (stats=)")
+        extra = {} if stats is None else {"stats": stats}
         if self.center:
-            mean = p.detach().mean(dim=dim, keepdim=dim is not None)
-            q, Q = self._quantize(p.detach() - mean, b, dim)
+            mean = _mean(p.detach(), dim, stats)
+            q, Q = self._quantize(p.detach() - mean, b, dim, **extra)
             q += mean
             Q += mean
             return q, Q
-        return self._quantize(p.detach(), b, dim)
+        return self._quantize(p.detach(), b, dim, **extra)
 
 
-def _q_max(a: Tensor, b: int, dim: int | None, scale_method: str) -> Tensor:
+def _q_max(
+    a: Tensor, b: int, dim: int | None, scale_method: str, stats: TensorStats | None = None
+) -> Tensor:
     """Range of a uniform grid: ``min(b * mean|p|, max|p|)`` ("mean") or ``max|p|`` ("max")."""
-    keep = dim is not None
-    a_max = a.amax(dim=-1, keepdim=True) if keep else a.max()
+    a_max = _amax(a, dim, stats)
     if scale_method == "max":
         return a_max
-    return torch.minimum(b * a.mean(dim=dim, keepdim=keep), a_max)
+    return torch.minimum(b * _mean(a, dim, stats), a_max)
 
 
 class UnifQuantizer(Quantizer):
@@ -152,6 +203,7 @@ class UnifQuantizer(Quantizer):
     """
 
     min_bits = 1
+    sharded_stats = True
 
     def __init__(
         self,
@@ -176,8 +228,11 @@ class UnifQuantizer(Quantizer):
     def get_quant_size(self, b: int) -> int:
         return math.floor(2**b - 2 * self.int_shift) + 1
 
-    def _quantize(self, p: Tensor, b: int, dim: int | None) -> tuple[Tensor, Tensor]:
-        q_max = _q_max(p.abs(), b, dim, self.scale_method).clamp_(min=torch.finfo(p.dtype).tiny)
+    def _quantize(
+        self, p: Tensor, b: int, dim: int | None, stats: TensorStats | None = None
+    ) -> tuple[Tensor, Tensor]:
+        q_max = _q_max(p.abs(), b, dim, self.scale_method, stats)
+        q_max = q_max.clamp_(min=torch.finfo(p.dtype).tiny)
         R = 2 ** (b - 1) - self.int_shift
         s = q_max / R
         q = torch.minimum(torch.maximum(p, -q_max), q_max)
@@ -199,6 +254,8 @@ class MaxUnifQuantizer(UnifQuantizer):
 class TernaryUnifQuantizer(Quantizer):
     """Ternary grid ``s * (-1, 0, 1)`` with ``s = max|p| / 1.5`` (only ``b = 0``)."""
 
+    sharded_stats = True
+
     def check_bits(self, b: int) -> None:
         super().check_bits(b)
         if b != 0:
@@ -209,8 +266,10 @@ class TernaryUnifQuantizer(Quantizer):
     def get_quant_size(self, b: int) -> int:
         return 3
 
-    def _quantize(self, p: Tensor, b: int, dim: int | None) -> tuple[Tensor, Tensor]:
-        q_max = _q_max(p.abs(), b, dim, "max").clamp_(min=torch.finfo(p.dtype).tiny)
+    def _quantize(
+        self, p: Tensor, b: int, dim: int | None, stats: TensorStats | None = None
+    ) -> tuple[Tensor, Tensor]:
+        q_max = _q_max(p.abs(), b, dim, "max", stats).clamp_(min=torch.finfo(p.dtype).tiny)
         s = q_max / 1.5
         q = p.div(s).round_().clamp_(min=-1, max=1).mul_(s)
         Q = torch.tensor([-1, 0, 1], dtype=p.dtype, device=p.device)
@@ -230,6 +289,8 @@ class LSBQuantizer(Quantizer):
     becomes ``+L``, not ``-L``).
     """
 
+    sharded_stats = True
+
     def __init__(
         self, center: bool = False, optimal: bool = False, ternary_multiplier: float = 1.1
     ) -> None:
@@ -247,21 +308,25 @@ class LSBQuantizer(Quantizer):
     def get_quant_size(self, b: int) -> int:
         return 2**b if b > 0 else 3
 
-    def _quantize(self, p: Tensor, b: int, dim: int | None) -> tuple[Tensor, Tensor]:
+    def _quantize(
+        self, p: Tensor, b: int, dim: int | None, stats: TensorStats | None = None
+    ) -> tuple[Tensor, Tensor]:
         if self.optimal and b in (0, 2):
-            return optimal_lsbq(p, b, dim)
+            return optimal_lsbq(p, b, dim, stats=stats)
         if b == 0:
-            return self.quantize_simple_ternary(p, self.ternary_multiplier, dim)
-        return self.quantize_greedy(p, b, dim)
+            return self.quantize_simple_ternary(p, self.ternary_multiplier, dim, stats=stats)
+        return self.quantize_greedy(p, b, dim, stats=stats)
 
     @staticmethod
-    def quantize_greedy(p: Tensor, b: int, dim: int | None = None) -> tuple[Tensor, Tensor]:
+    def quantize_greedy(
+        p: Tensor, b: int, dim: int | None = None, *, stats: TensorStats | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Greedy LSBQ: ``q = p - r`` after ``b`` residual steps; ``Q`` = sorted signed sums."""
         r = p.clone()
         keep = dim is not None
         vs = []
         for _ in range(b):
-            v = r.abs().mean(dim=dim, keepdim=keep)
+            v = _mean(r.abs(), dim, stats)
             r.sub_(binary_sign(r).mul_(v))
             vs.append(v)
         q = p - r
@@ -274,11 +339,11 @@ class LSBQuantizer(Quantizer):
 
     @staticmethod
     def quantize_simple_ternary(
-        p: Tensor, multiplier: float, dim: int | None = None
+        p: Tensor, multiplier: float, dim: int | None = None, *, stats: TensorStats | None = None
     ) -> tuple[Tensor, Tensor]:
         """``Q = v (-1, 0, 1)``, ``v = multiplier * mean|p|``, thresholds ``±v/2``."""
         keep = dim is not None
-        v = multiplier * p.abs().mean(dim=dim, keepdim=keep)
+        v = multiplier * _mean(p.abs(), dim, stats)
         Q = v * torch.tensor([-1.0, 0.0, 1.0], dtype=p.dtype, device=p.device)
         thresholds = v * torch.tensor([-0.5, 0.5], dtype=p.dtype, device=p.device)
         if not keep:
@@ -286,7 +351,9 @@ class LSBQuantizer(Quantizer):
         return Q.gather(1, torch.searchsorted(thresholds.contiguous(), p.contiguous())), Q
 
 
-def optimal_lsbq(p: Tensor, b: int, dim: int | None = None) -> tuple[Tensor, Tensor]:
+def optimal_lsbq(
+    p: Tensor, b: int, dim: int | None = None, *, stats: TensorStats | None = None
+) -> tuple[Tensor, Tensor]:
     """Exact least-squares levels for 2 bits ``(-U, -L, L, U)`` or ternary ``(-a, 0, a)``.
 
     Sort ``a = |p|`` ascending.  For every split ``i`` (the ``i`` smallest values "small"), the
@@ -296,10 +363,14 @@ def optimal_lsbq(p: Tensor, b: int, dim: int | None = None) -> tuple[Tensor, Ten
     candidate fall back to the greedy / simple levels.  ``q = nearest(Q, p, ties="up")``: a tie
     goes to the upper level, as ``bsign(0) = +1`` does in the reference (``0 -> +L``;
     ``(L+U)/2 -> U``; ``-(L+U)/2 -> -L``; ternary ``±a/2 -> a`` / ``0``).  Computed in float64,
-    returned in ``p.dtype``.
+    returned in ``p.dtype``.  With ``stats`` (a shard of a larger tensor, per tensor) the search
+    runs over the gathered ``|p|`` of every shard.
     """
     rows = p.reshape(1, -1) if dim is None else p
-    a = rows.abs().to(torch.float64).sort(dim=-1).values
+    absval = rows.abs()
+    if stats is not None:
+        absval = stats.gather(absval.reshape(-1)).reshape(1, -1)
+    a = absval.to(torch.float64).sort(dim=-1).values
     n = a.size(-1)
     zero = torch.zeros_like(a[:, :1])
     c1 = torch.cat([zero, a.cumsum(-1)], dim=-1)  # c1[:, i] = sum of the i smallest
@@ -324,12 +395,14 @@ def optimal_lsbq(p: Tensor, b: int, dim: int | None = None) -> tuple[Tensor, Ten
         best = err.argmin(dim=-1, keepdim=True)
         has = valid.any(dim=-1, keepdim=True)
         Lb, Ub = L.gather(1, best).to(p.dtype), U.gather(1, best).to(p.dtype)
+    # the fallback levels depend on |p| only, so the gathered absolute values give them too
+    fallback_input = rows if stats is None else absval
     if b == 0:
         Q = torch.cat([-Ub, torch.zeros_like(Ub), Ub], dim=-1)
-        _, Q_fb = LSBQuantizer.quantize_simple_ternary(rows, 1.1, dim=-1)
+        _, Q_fb = LSBQuantizer.quantize_simple_ternary(fallback_input, 1.1, dim=-1)
     else:
         Q = torch.cat([-Ub, -Lb, Lb, Ub], dim=-1)
-        _, Q_fb = LSBQuantizer.quantize_greedy(rows, 2, dim=-1)
+        _, Q_fb = LSBQuantizer.quantize_greedy(fallback_input, 2, dim=-1)
     Q = torch.where(has, Q, Q_fb)
     q = nearest(Q, rows, dim=-1, ties="up")
     if dim is None:
