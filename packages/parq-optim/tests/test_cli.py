@@ -39,7 +39,7 @@ def test_every_subcommand_is_declared_once_on_the_contract():
     cli = build_cli()
     assert list(cli.commands) == ["demo", "train", "export"]
     described = {c["name"]: c for c in cli.describe()}
-    assert described["train"]["writes"] == ["results.json", "checkpoint.pt"]
+    assert described["train"]["writes"] == ["results.json", "checkpoint.pt", "loss_curve.png"]
     assert described["export"]["writes"] == ["export.json", "model.parq.pt"]
     for command in described.values():  # every numeric flag has a range check
         raw = [o["flags"][0] for o in command["options"] if o["raw_type"] in ("int", "float")]
@@ -162,6 +162,14 @@ def bad_files(tmp: Path) -> dict[str, Path]:
         files[name] = tmp / name
     (tmp / "junk.pt").write_bytes(b"not a checkpoint")
     files["junk.pt"] = tmp / "junk.pt"
+    (tmp / "nul.txt").write_bytes(b"to be\x00or not" * 50)
+    files["nul.txt"] = tmp / "nul.txt"
+    (tmp / "latin1.txt").write_bytes(b"caf\xe9 " * 400)
+    files["latin1.txt"] = tmp / "latin1.txt"
+    (tmp / "short.txt").write_text("a short text")
+    files["short.txt"] = tmp / "short.txt"
+    (tmp / "ok.txt").write_text("To be, or not to be: that is the question. " * 60)
+    files["ok.txt"] = tmp / "ok.txt"
     return files
 
 
@@ -188,6 +196,21 @@ BAD = [
     (["train", "--config", "{list.yaml}"], "--config", "not a mapping"),
     (["train", "--config", "{number.json}"], "--config", "not a mapping"),
     (["train", "--config", "{neg-lr.json}"], "--lr", "set in --config"),
+    (["train", "--model", "charlm", "--data", "{nul.txt}"], "--data", "NUL bytes"),
+    (["train", "--model", "charlm", "--data", "{latin1.txt}"], "--data", "not UTF-8"),
+    (["train", "--model", "charlm", "--data", "{short.txt}"], "--data", "too few"),
+    (["train", "--model", "charlm", "--data", "{flat}"], "--data", "one UTF-8 text file"),
+    (["train", "--model", "charlm", "--data", "synthetic"], "--data", "one UTF-8 text file"),
+    (
+        ["train", "--model", "charlm", "--data", "{ok.txt}", "--context", "999"],
+        "--context",
+        "too few",
+    ),
+    (["train", "--model", "charlm", "--data", "{ok.txt}", "--heads", "3"], "--heads", "divisor"),
+    (["train", "--model", "charlm", "--data", "{ok.txt}", "--epochs", "2"], "--epochs", "--steps"),
+    (["train", "--model", "charlm", "--data", "{ok.txt}", "--steps", "0"], "--steps", ">= 1"),
+    (["train", "--data", "{ok.txt}"], "--data", "text file is for --model charlm"),
+    (["train", "--steps", "10"], "--steps", "is for --model charlm"),
     (["demo", "--quantizer", "unif"], "--quantizer", "1 bit and ternary"),
     (["demo", "--lr", "0"], "--lr", "> 0"),
     (["export", "--checkpoint", "{tmp}/no.pt"], "--checkpoint", "does not exist"),
@@ -232,3 +255,28 @@ def test_nan_data_cases_fail_cleanly(tmp_path, capsys):
         argv, flag = case
         line = expect_usage_error([name, *argv], flag, capsys, tmp_path / f"out-{name}")
         assert "nan" in line.lower()
+
+
+def test_charlm_train_then_export(tmp_path, capsys):
+    text = tmp_path / "text.txt"
+    text.write_text("To be, or not to be, that is the question:\n" * 80)
+    out = tmp_path / "lm"
+    argv = ["train", "--model", "charlm", "--data", text, "--steps", "30", "--hidden", "16",
+            "--heads", "2", "--layers", "1", "--context", "16", "--bits", "2", "--prox", "parq",
+            "--quiet", "--out", out]  # fmt: skip
+    rc, _, _ = run(argv, capsys)
+    assert rc == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["model"] == "charlm" and res["checkpoint"] == "checkpoint.pt"
+    assert res["val_loss"] < res["unigram"]["val_loss"]  # 30 steps beat the trivial baseline
+    assert res["quantized_fraction_end"] == 1.0 and res["storage"]["bits_per_weight"] > 2
+    assert res["train_config"]["d_model"] == 16 and res["history"][-1]["step"] == 30
+    assert str(tmp_path) not in (out / "results.json").read_text()
+    has_mpl = importlib.util.find_spec("matplotlib") is not None
+    assert (out / "loss_curve.png").is_file() == has_mpl
+    rc, _, _ = run(
+        ["export", "--checkpoint", out / "checkpoint.pt", "--quiet", "--out", out], capsys
+    )
+    assert rc == 0
+    exp = json.loads((out / "export.json").read_text())
+    assert exp["trained"]["model"] == "charlm" and exp["roundtrip_max_abs_diff"] == 0.0

@@ -84,3 +84,14 @@ def test_load_rejects_foreign_file(tmp_path):
     torch.save({"a": 1}, tmp_path / "x.pt")
     with pytest.raises(ValueError, match="not a parq-optim quantized model"):
         load_quantized(tmp_path / "x.pt")
+
+
+def test_torchao_convert_without_torchao_names_the_extra(monkeypatch):
+    import sys
+
+    from parq_optim import torchao_convert
+
+    monkeypatch.setitem(sys.modules, "torchao.quantization.quantize_.workflows", None)
+    m, opt = trained(steps=1)
+    with pytest.raises(ImportError, match=r"parq-optim\[reference\]"):
+        torchao_convert(m, opt)

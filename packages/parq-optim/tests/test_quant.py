@@ -208,3 +208,63 @@ def test_optimal_lsbq_sends_exact_zeros_to_plus_L(dim):
 def test_hypothesis_profile_keeps_no_database_in_the_tree():
     assert settings.default.database is None and settings.default.deadline is None
     assert not (Path(__file__).resolve().parents[1] / ".hypothesis" / "examples").exists()
+
+
+def exhaustive_error(row, b):
+    """True brute force over every split of the row's entries into two groups (no sorting, no
+    Lloyd condition): 2 bits = levels (-U, -L, L, U) with L, U the means of |p| over the groups;
+    ternary = (-a, 0, a) with a the mean of |p| over the non-zero group, the other group at 0. For
+    a fixed split these levels are optimal, so the minimum over all splits is the optimum."""
+    a = [abs(float(x)) for x in row]
+    best = float("inf")
+    for mask in itertools.product((0, 1), repeat=len(a)):
+        big = [x for x, m in zip(a, mask) if m]
+        small = [x for x, m in zip(a, mask) if not m]
+        if not big:
+            continue
+        U = sum(big) / len(big)
+        err = sum((x - U) ** 2 for x in big)
+        if b == 0:
+            err += sum(x * x for x in small)
+        elif small:
+            L = sum(small) / len(small)
+            err += sum((x - L) ** 2 for x in small)
+        best = min(best, err)
+    return best
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from([0, 2]),
+    st.lists(
+        st.lists(
+            st.one_of(
+                st.floats(-4, 4, allow_nan=False, width=64),
+                st.sampled_from([0.0, 0.5, -0.5, 1.0, -1.0]),  # zeros, ties and duplicates
+            ),
+            min_size=8,
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_per_row_optimal_lsbq_equals_exhaustive_search(b, rows):
+    p = torch.tensor(rows, dtype=torch.float64)
+    q, Q = LSBQuantizer(optimal=True).quantize(p, b, dim=-1)
+    assert Q.shape == (len(rows), 3 if b == 0 else 4)
+    assert torch.equal(nearest(Q, q, dim=-1), q)  # q lies on its row's levels
+    for i, row in enumerate(rows):
+        err = ((p[i] - q[i]) ** 2).sum().item()
+        assert err == pytest.approx(exhaustive_error(row, b), rel=1e-9, abs=1e-12)
+
+
+def test_per_row_optimal_lsbq_on_the_issue_row():
+    # torchao 0.18 returns the unsorted levels (-0.7, 0.1, -0.1, 0.7) for this row and maps 0.3 to
+    # 0.7 (squared error 0.84); the least-squares optimum is (-0.95, -0.15, 0.15, 0.95), error 0.34
+    p = torch.tensor([[0, 0.3, -0.7, 1.2, 0, -0.3, 0.7, -1.2]], dtype=torch.float64)
+    q, Q = LSBQuantizer(optimal=True).quantize(p, 2, dim=-1)
+    torch.testing.assert_close(Q, torch.tensor([[-0.95, -0.15, 0.15, 0.95]], dtype=torch.float64))
+    err = ((p - q) ** 2).sum().item()
+    assert err == pytest.approx(0.34) == pytest.approx(exhaustive_error(p[0].tolist(), 2))
+    assert q[0, 1].item() == pytest.approx(0.15)  # 0.3 goes to its nearest level, 0.15

@@ -3,7 +3,7 @@ quantization-aware-training wrapper for any PyTorch optimizer."""
 
 from importlib.metadata import version
 
-from .export import load_quantized, save_quantized
+from .export import load_quantized, save_quantized, torchao_convert
 from .optim import (
     QuantOptimizer,
     build_quant_optimizer,
@@ -51,4 +51,5 @@ __all__ = [
     "normalized_mirror_sigmoid",
     "quant_param_groups",
     "save_quantized",
+    "torchao_convert",
 ]

@@ -64,41 +64,96 @@ DATA_TEXT = {
 }
 DEMO_METHODS = ("fp", "ste", "binaryrelax", "parq")
 DEFAULT_LR = {"sgd": 0.1, "adamw": 1e-3}
-# TrainConfig fields whose flag has another name
-FLAG_OF = {"method": "--prox"}
+TRAIN_MODELS = (*MODELS, "charlm")
+# model-dependent defaults of the train flags left unset (None)
+DEFAULTS = {
+    "image": {"hidden": 128, "batch_size": 64, "optimizer": "sgd", "weight_decay": 1e-4},
+    "charlm": {
+        "hidden": 64,
+        "batch_size": 32,
+        "optimizer": "adamw",
+        "weight_decay": 0.01,
+        "steps": 1000,
+        "context": 64,
+        "layers": 2,
+        "heads": 4,
+    },
+}
+CHARLM_LR = {"adamw": 3e-3, "sgd": 0.1}
+CHARLM_ONLY = ("steps", "context", "layers", "heads")
+# TrainConfig / LMConfig fields whose flag has another name
+FLAG_OF = {
+    "method": "--prox",
+    "d_model": "--hidden",
+    "n_layers": "--layers",
+    "n_heads": "--heads",
+}
 
 
-def _training_flags(p: argparse.ArgumentParser, *, epochs: str, hidden: int) -> None:
+def _training_flags(
+    p: argparse.ArgumentParser, *, epochs: str, hidden: int, train: bool = False
+) -> None:
+    if train:
+        p.add_argument(
+            "--model",
+            choices=TRAIN_MODELS,
+            default="mlp",
+            help="mlp, cnn for image data, or charlm (a character-level transformer language "
+            "model; --data is then a UTF-8 text file) (default: mlp)",
+        )
+        p.add_argument(
+            "--hidden",
+            type=positive_int(),
+            default=None,
+            help="hidden width of the MLP (the CNN uses max(4, hidden/4) channels), or d_model of "
+            "charlm (default: 128; 64 for charlm)",
+        )
+    else:
+        p.add_argument(
+            "--model",
+            choices=MODELS,
+            default="mlp",
+            help="mlp, or cnn for image data (default: mlp)",
+        )
+        p.add_argument(
+            "--hidden",
+            type=positive_int(),
+            default=hidden,
+            help=f"hidden width of the MLP (the CNN uses max(4, hidden/4) channels; default: "
+            f"{hidden})",
+        )
     p.add_argument(
-        "--model", choices=MODELS, default="mlp", help="mlp, or cnn for image data (default: mlp)"
-    )
-    p.add_argument(
-        "--hidden",
+        "--epochs",
         type=positive_int(),
-        default=hidden,
-        help=f"hidden width of the MLP (the CNN uses max(4, hidden/4) channels; default: {hidden})",
+        default=None,
+        help=f"training epochs, mlp and cnn (default: {epochs})",
     )
     p.add_argument(
-        "--epochs", type=positive_int(), default=None, help=f"training epochs (default: {epochs})"
+        "--batch-size",
+        type=positive_int(),
+        default=None if train else 64,
+        help="mini-batch (default: 64" + ("; 32 windows for charlm)" if train else ")"),
     )
-    p.add_argument("--batch-size", type=positive_int(), default=64, help="mini-batch (default: 64)")
     p.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
-        default="sgd",
-        help="base optimizer: sgd (momentum 0.9) or adamw (default: sgd)",
+        default=None if train else "sgd",
+        help="base optimizer: sgd (momentum 0.9) or adamw (default: sgd"
+        + ("; adamw for charlm)" if train else ")"),
     )
     p.add_argument(
         "--lr",
         type=positive_float(),
         default=None,
-        help="learning rate, cosine-annealed over all steps (default: 0.1 for sgd, 1e-3 for adamw)",
+        help="learning rate, cosine-annealed over all steps (default: 0.1 for sgd, 1e-3 for adamw"
+        + ("; 3e-3 for charlm with adamw)" if train else ")"),
     )
     p.add_argument(
         "--weight-decay",
         type=nonneg_float(),
-        default=1e-4,
-        help="weight decay of the quantized weights (biases: 0; default: 1e-4)",
+        default=None if train else 1e-4,
+        help="weight decay of the quantized weights (biases: 0; default: 1e-4"
+        + ("; 0.01 for charlm)" if train else ")"),
     )
     p.add_argument(
         "--quantizer",
@@ -189,16 +244,20 @@ def build_cli() -> CLI:
         "train",
         cmd_train,
         help="train one model and write its checkpoint",
-        description="Train one model (full precision or QAT) on a data folder (IDX/NPZ/CSV), "
-        "digits or the synthetic preset; writes results.json and checkpoint.pt in --out.",
-        writes=("results.json", "checkpoint.pt"),
+        description="Train one model (full precision or QAT): an MLP/CNN on a data folder "
+        "(IDX/NPZ/CSV), digits or the synthetic preset, or a character-level transformer "
+        "(--model charlm) on a text file; writes results.json, checkpoint.pt and "
+        "loss_curve.png (when matplotlib is installed) in --out.",
+        writes=("results.json", "checkpoint.pt", "loss_curve.png"),
     )
     tr.add_argument(
         "--data",
-        type=existing_path("dir", names=DATA_NAMES),
+        type=existing_path("any", names=DATA_NAMES),
         default="synthetic",
-        help="a data folder (MNIST IDX files, .npz or *train*.csv + *test*.csv), or synthetic "
-        "(embedded) or digits (scikit-learn) (default: synthetic)",
+        help="mlp/cnn: a data folder (MNIST IDX files, .npz or *train*.csv + *test*.csv), or "
+        "synthetic (embedded) or digits (scikit-learn); charlm: a UTF-8 text file such as tiny "
+        "Shakespeare's input.txt (split by position: 90%% train, 5%% validation, 5%% test) "
+        "(default: synthetic)",
     )
     tr.add_argument(
         "--bits",
@@ -225,7 +284,31 @@ def build_cli() -> CLI:
         default=None,
         help="subsample the test split to this many samples, stratified (default: all)",
     )
-    _training_flags(tr, epochs="3", hidden=128)
+    _training_flags(tr, epochs="3", hidden=128, train=True)
+    tr.add_argument(
+        "--steps",
+        type=positive_int(),
+        default=None,
+        help="charlm: optimizer steps (default: 1000)",
+    )
+    tr.add_argument(
+        "--context",
+        type=positive_int(),
+        default=None,
+        help="charlm: characters per training window (default: 64)",
+    )
+    tr.add_argument(
+        "--layers",
+        type=positive_int(),
+        default=None,
+        help="charlm: transformer blocks (default: 2)",
+    )
+    tr.add_argument(
+        "--heads",
+        type=positive_int(),
+        default=None,
+        help="charlm: attention heads, a divisor of --hidden (default: 4)",
+    )
 
     ex = cli.command(
         "export",
@@ -408,8 +491,43 @@ def _plot_demo(out: Path, rows: list[dict[str, Any]]) -> Path | None:
 
 
 # ---- train ------------------------------------------------------------------------------------
+def _resolve_train_defaults(args: argparse.Namespace) -> None:
+    """Fill the train flags left unset with the model's defaults; refuse flags of another model."""
+    charlm = args.model == "charlm"
+    for name, value in DEFAULTS["charlm" if charlm else "image"].items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    if charlm:
+        for name in ("epochs", "max_train", "max_test"):
+            if getattr(args, name) is not None:
+                raise UsageError(
+                    "--" + name.replace("_", "-"),
+                    "is for --model mlp or cnn; charlm trains for --steps optimizer steps on "
+                    "the whole text",
+                )
+        if args.data in DATA_NAMES or Path(args.data).is_dir():
+            raise UsageError(
+                "--data",
+                f"--model charlm reads one UTF-8 text file, got {args.data}: pass a text file "
+                "such as ../shared/data/tinyshakespeare/input.txt",
+            )
+    else:
+        for name in CHARLM_ONLY:
+            if getattr(args, name) is not None:
+                raise UsageError(f"--{name}", f"is for --model charlm, not {args.model}")
+        if args.data not in DATA_NAMES and not Path(args.data).is_dir():
+            raise UsageError(
+                "--data",
+                f"--model {args.model} reads a folder (IDX, NPZ or CSV files), synthetic or "
+                f"digits, got the file {Path(args.data).name} (a text file is for --model charlm)",
+            )
+
+
 def cmd_train(args: argparse.Namespace) -> Report:
     _setup(args)
+    _resolve_train_defaults(args)
+    if args.model == "charlm":
+        return _train_charlm(args)
     cfg = _config(args, args.prox, args.bits, args.seed, args.epochs or 3)
     with blame("--data"):
         data = _load_data(args.data, args.seed, args.max_train, args.max_test)
@@ -436,6 +554,13 @@ def cmd_train(args: argparse.Namespace) -> Report:
         results = {**summary, "diverged": str(e), "history": e.history, "checkpoint": None}
         return Report(results, status=3)
     ckpt = save_checkpoint(Path(args.out) / "checkpoint.pt", cfg, data, r["model"], r["optimizer"])
+    png = _plot_curve(
+        Path(args.out),
+        [(h["epoch"], h["loss"]) for h in r["history"]],
+        [],
+        xlabel="epoch",
+        title=f"{data.name}: {cfg.model}, {cfg.method}, {_bits_label(cfg.method, cfg.bits)} bits",
+    )
     keep = ("test_acc", "train_acc", "quantized_fraction_end", "layers")
     results = {
         **summary,
@@ -457,17 +582,164 @@ def cmd_train(args: argparse.Namespace) -> Report:
         ],
         ["method", "bits", "test acc %", "train acc %", "time s"],
     )
-    return Report(results, table=text, files=[ckpt])
+    return Report(results, table=text, files=[ckpt, *([png] if png else [])])
+
+
+def _plot_curve(
+    out: Path,
+    train: list[tuple[float, float]],
+    val: list[tuple[float, float]],
+    *,
+    xlabel: str,
+    title: str,
+    baseline: float | None = None,
+) -> Path | None:
+    """``loss_curve.png``: training (and validation) loss; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot(*zip(*train), label="train loss", marker="." if len(train) < 30 else None)
+    if val:
+        ax.plot(*zip(*val), label="validation loss (subset)")
+    if baseline is not None:
+        ax.axhline(baseline, color="grey", ls="--", lw=1, label="unigram (trivial)")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("cross-entropy (nats)")
+    ax.set_title(title, fontsize=8)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out / "loss_curve.png"
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+# ---- train --model charlm ---------------------------------------------------------------------
+def _train_charlm(args: argparse.Namespace) -> Report:
+    from .lm import LMConfig, LMConfigError, save_lm_checkpoint, train_lm
+    from .text import load_text, unigram_loss
+
+    cfg = LMConfig(
+        method=args.prox,
+        bits=args.bits,
+        quantizer=args.quantizer,
+        per_channel=args.per_channel,
+        block_size=args.block_size,
+        optimizer=args.optimizer,
+        d_model=args.hidden,
+        n_layers=args.layers,
+        n_heads=args.heads,
+        context=args.context,
+        batch_size=args.batch_size,
+        steps=args.steps,
+        lr=args.lr if args.lr is not None else CHARLM_LR[args.optimizer],
+        weight_decay=args.weight_decay,
+        warmup_steps=args.warmup_steps,
+        quant_period=args.quant_period,
+        steepness=args.steepness,
+        anneal_end_frac=args.anneal_end_frac,
+        eval_every=max(1, args.steps // 20),
+        seed=args.seed,
+        device=args.device,
+    )
+    try:
+        cfg.validate()
+        with blame("--data"):
+            corpus = load_text(args.data)
+        cfg.check_corpus(corpus)
+    except LMConfigError as e:
+        raise UsageError(FLAG_OF.get(e.field, "--" + e.field.replace("_", "-")), str(e)) from e
+    say(
+        args,
+        f"data: {corpus.name}, {corpus.vocab_size} characters in the vocabulary; "
+        f"{len(corpus.train):,} train / {len(corpus.val):,} validation / {len(corpus.test):,} "
+        "test characters",
+    )
+    unigram = {"val_loss": unigram_loss(corpus, "val"), "test_loss": unigram_loss(corpus, "test")}
+    summary = {
+        "data": corpus.name,
+        "model": "charlm",
+        "n_chars": {k: len(corpus.split(k)) for k in ("train", "val", "test")},
+        "vocab_size": corpus.vocab_size,
+        "method": cfg.method,
+        "bits": cfg.bits,
+        "unigram": unigram,
+        "train_config": asdict(cfg),
+    }
+    try:
+        r = train_lm(cfg, corpus, quiet=args.quiet)
+    except Diverged as e:
+        print(
+            f"{DIST}: {e}; checkpoint.pt was not written (an existing one is kept); lower --lr",
+            file=sys.stderr,
+        )
+        return Report({**summary, "diverged": str(e), "history": e.history}, status=3)
+    out = Path(args.out)
+    ckpt = save_lm_checkpoint(out / "checkpoint.pt", cfg, corpus, r["model"], r["optimizer"])
+    label = _bits_label(cfg.method, cfg.bits)
+    png = _plot_curve(
+        out,
+        [(h["step"], h["train_loss"]) for h in r["history"]],
+        [(h["step"], h["val_loss_subset"]) for h in r["history"]],
+        xlabel="optimizer step",
+        title=f"{corpus.name}: charlm, {cfg.method}, {label} bits",
+        baseline=unigram["val_loss"],
+    )
+    keep = ("val_loss", "test_loss", "quantized_fraction_end", "storage")
+    results = {
+        **summary,
+        **{k: r[k] for k in keep if k in r},
+        "step_time_median_s": r["step_time_median_s"],
+        "opt_step_time_median_s": r["opt_step_time_median_s"],
+        "train_time_s": r["wall_time_s"],
+        "diverged": None,
+        "checkpoint": ckpt.name,
+        "history": r["history"],
+    }
+    bpw = r["storage"]["bits_per_weight"] if "storage" in r else 32.0
+    text = table(
+        [
+            [
+                cfg.method,
+                label,
+                f"{r['val_loss']:.4f}",
+                f"{r['test_loss']:.4f}",
+                f"{unigram['val_loss']:.4f}",
+                f"{bpw:.2f}",
+                f"{r['wall_time_s']:.1f}",
+            ]
+        ],
+        ["method", "bits", "val loss", "test loss", "unigram val", "bits/weight", "time s"],
+    )
+    return Report(results, table=text, files=[ckpt, *([png] if png else [])])
 
 
 # ---- export -----------------------------------------------------------------------------------
+def _load_any_checkpoint(path: Path) -> tuple[Any, torch.nn.Module, torch.optim.Optimizer, Any]:
+    """A checkpoint of ``train`` (MLP/CNN or charlm): config, model, optimizer and a function
+    that builds a fresh model of the same shape."""
+    from .lm import LM_CHECKPOINT_FORMAT, build_lm, load_lm_checkpoint
+
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(blob, dict) and blob.get("format") == LM_CHECKPOINT_FORMAT:
+        lm_cfg, vocab, lm_model, lm_opt = load_lm_checkpoint(path)
+        return lm_cfg, lm_model, lm_opt, lambda: build_lm(lm_cfg, len(vocab))[0]
+    cfg, stub, model, opt = load_checkpoint(path)
+    return cfg, model, opt, lambda: build(cfg, stub, 1)[0]
+
+
 def cmd_export(args: argparse.Namespace) -> Report:
     from .export import load_quantized, save_quantized
     from .optim import QuantOptimizer
 
     _setup(args)
     with blame("--checkpoint", RuntimeError):
-        cfg, stub, model, opt = load_checkpoint(args.checkpoint)
+        cfg, model, opt, rebuild = _load_any_checkpoint(Path(args.checkpoint))
     if not isinstance(opt, QuantOptimizer):
         raise UsageError(
             "--checkpoint",
@@ -476,7 +748,7 @@ def cmd_export(args: argparse.Namespace) -> Report:
         )
     path = Path(args.out) / "model.parq.pt"
     report = save_quantized(model, opt, path)
-    rebuilt, _, _ = build(cfg, stub, 1)
+    rebuilt = rebuild()
     load_quantized(path, rebuilt)
     report["file"] = path.name
     report["roundtrip_max_abs_diff"] = max(
@@ -486,7 +758,12 @@ def cmd_export(args: argparse.Namespace) -> Report:
     report["compression_vs_fp32"] = report["fp32_bytes"] / report["file_bytes"]
     results = {
         "checkpoint": args.checkpoint,
-        "trained": {k: getattr(cfg, k) for k in ("method", "bits", "quantizer", "model")},
+        "trained": {
+            "method": cfg.method,
+            "bits": cfg.bits,
+            "quantizer": cfg.quantizer,
+            "model": getattr(cfg, "model", "charlm"),
+        },
         **report,
     }
     text = table(

@@ -1,8 +1,16 @@
-"""Writing and reading a quantized model: per tensor (or per row) a level table ``Q`` plus integer
-codes packed at ``ceil(log2 |Q|)`` bits each; everything else (biases, norms, buffers) in float.
+"""Writing and reading a quantized model.
 
-``load_quantized`` rebuilds the float ``state_dict`` (``w = Q[code]``), so a model saved after
-training loads back with bit-identical weights.
+* The package's own format (no dependency): per tensor (or per row / block) a level table ``Q``
+  plus integer codes packed at ``ceil(log2 |Q|)`` bits each; everything else (biases, norms,
+  buffers) in float. ``load_quantized`` rebuilds the float ``state_dict`` (``w = Q[code]``), so a
+  model saved after training loads back with bit-identical weights.
+* torchao's quantized tensor subclasses (:func:`torchao_convert`, needs ``torchao``): the weights
+  of ``nn.Linear`` / ``nn.Embedding`` modules become ``IntxUnpackedToInt8Tensor`` (torchao's
+  affine ``(q - zero_point) * scale`` format, what torchao's own PARQ ``torchao_convert`` produces)
+  when their level sets are exact affine grids (``UnifQuantizer``, ``MaxUnifQuantizer``,
+  ``TernaryUnifQuantizer``), else ``CodebookQuantizedTensor`` (torchao's lookup-table format,
+  for LSBQ's non-uniform levels). Either way the converted module computes with exactly the
+  weights ``Q[code]``.
 """
 
 from __future__ import annotations
@@ -18,7 +26,15 @@ from torch import Tensor, nn
 
 from .optim import QuantOptimizer
 
-__all__ = ["dequantize", "load_quantized", "pack_codes", "save_quantized", "unpack_codes"]
+__all__ = [
+    "affine_grid",
+    "dequantize",
+    "load_quantized",
+    "pack_codes",
+    "save_quantized",
+    "torchao_convert",
+    "unpack_codes",
+]
 
 FORMAT = "parq-optim/1"
 
@@ -112,3 +128,125 @@ def load_quantized(path: str | os.PathLike, model: nn.Module | None = None) -> d
     if model is not None:
         model.load_state_dict(sd)
     return sd
+
+
+# ---- torchao ----------------------------------------------------------------------------------
+def affine_grid(levels: Tensor, nbits: int) -> tuple[Tensor, Tensor] | None:
+    """``(scale, zero_point)`` with ``(k - 2**(nbits-1) - zero_point) * scale == levels[..., k]``
+    bitwise in the levels' dtype for every ``k`` (torchao's affine dequantization of the signed
+    code ``k - 2**(nbits-1)``), one pair per row of ``levels`` (shape ``(m,)`` or ``(rows, m)``);
+    ``None`` when some row is not such a grid.  ``zero_point`` is a half-integer."""
+    Q = levels.reshape(-1, levels.size(-1))
+    m = Q.size(-1)
+    if m < 2 or m > 2**nbits:
+        return None
+    k = torch.arange(m, dtype=Q.dtype) - 2 ** (nbits - 1)
+    # the offset o = Q_0 / s is a half-integer; estimate s from the span, then try neighbours
+    s0 = (Q[:, -1] - Q[:, 0]) / (m - 1)
+    if not bool(torch.all(s0 > 0)):
+        return None
+    offset = torch.round(2 * Q[:, 0] / s0) / 2
+    zp = -(2 ** (nbits - 1)) - offset  # (k - 2^(n-1) - zp) = k + offset
+    best_scale = torch.full_like(s0, math.nan)
+    last = (m - 1 + offset).abs()
+    base = torch.where(last > 0, Q[:, -1] / (m - 1 + offset), s0)
+    for candidate in _neighbours(base) + _neighbours(s0):
+        grid = (k.unsqueeze(0) - zp.unsqueeze(1)) * candidate.unsqueeze(1)
+        exact = torch.all(grid == Q, dim=1) & torch.isnan(best_scale)
+        best_scale = torch.where(exact, candidate, best_scale)
+    if bool(torch.isnan(best_scale).any()):
+        return None
+    return best_scale, zp
+
+
+def _neighbours(x: Tensor, width: int = 2) -> list[Tensor]:
+    out, up, down = [x], x, x
+    for _ in range(width):
+        up = torch.nextafter(up, torch.full_like(up, math.inf))
+        down = torch.nextafter(down, torch.full_like(down, -math.inf))
+        out += [up, down]
+    return out
+
+
+@torch.no_grad()
+def torchao_convert(
+    model: nn.Module, optimizer: QuantOptimizer, *, prefer_affine: bool = True
+) -> dict[str, str]:
+    """Replace the quantized weights of ``model``'s ``nn.Linear`` and ``nn.Embedding`` modules by
+    torchao quantized tensors (weight-only: activations stay in float), in place.
+
+    The codes are ``nearest(Q, w)`` of the current weights (call ``optimizer.hard_quantize_()``
+    first if training stopped before ``anneal_end``).  A weight whose level sets are exact affine
+    grids becomes ``IntxUnpackedToInt8Tensor`` (unless ``prefer_affine=False``), any other one
+    ``CodebookQuantizedTensor``; the module then computes with the weights ``Q[code]`` exactly.
+    Other quantized parameters (conv kernels) are left as they are.  Returns ``{parameter name:
+    "intx" | "codebook" | "kept: <why>"}``.  Needs ``torchao`` (``pip install
+    "parq-optim[reference]"``); converted models are for inference (no gradients)."""
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from torchao.prototype.quantization.codebook_coreml.codebook_quantized_tensor import (
+                CodebookQuantizedTensor,
+            )
+            from torchao.quantization.quantize_.workflows import IntxUnpackedToInt8Tensor
+    except ImportError as e:
+        raise ImportError(
+            f'torchao_convert needs torchao ({e}); install it: pip install "parq-optim[reference]"'
+        ) from e
+    entries = optimizer.export_quantized(model)
+    owner = {
+        f"{name}.weight" if name else "weight": module
+        for name, module in model.named_modules()
+        if isinstance(module, (nn.Linear, nn.Embedding))
+    }
+    report: dict[str, str] = {}
+    for name, entry in entries.items():
+        module = owner.get(name)
+        if module is None:
+            report[name] = "kept: not the weight of an nn.Linear or nn.Embedding"
+            continue
+        weight = module.weight
+        Q, codes = entry["levels"].to(weight.device), entry["codes"].to(weight.device).long()
+        m = Q.size(-1)
+        nbits = _bits_per_code(m)
+        rows, cols = weight.shape
+        # one level set per (row block, column block): per tensor, per row, or per block of B
+        if entry["dim"] is None:
+            block = [rows, cols]
+        elif entry["block_size"] is None:
+            block = [1, cols]
+        else:
+            block = [1, int(entry["block_size"])]
+        n_blocks = (rows // block[0], cols // block[1])
+        codes2d = codes.reshape(rows, cols)
+        grid = affine_grid(Q, nbits) if prefer_affine else None
+        if grid is not None:
+            scale, zp = grid
+            new: Tensor = IntxUnpackedToInt8Tensor(
+                qdata=(codes2d - 2 ** (nbits - 1)).to(torch.int8),
+                scale=scale.reshape(n_blocks).to(weight.dtype),
+                zero_point=zp.reshape(n_blocks).to(weight.dtype),
+                target_dtype=getattr(torch, f"int{nbits}"),
+                block_size=tuple(block),
+                dtype=weight.dtype,
+                activation_quantization=None,
+            )
+            report[name] = "intx"
+        else:
+            table = Q.reshape(-1, m)
+            if m < 2**nbits:  # pad to 2**nbits entries (never indexed)
+                pad = table[:, -1:].expand(-1, 2**nbits - m)
+                table = torch.cat([table, pad], dim=1)
+            new = CodebookQuantizedTensor(
+                codes=codes2d.to(torch.uint8),
+                codebook=table.reshape(*n_blocks, 2**nbits, 1).to(weight.dtype),
+                code_dtype=getattr(torch, f"uint{nbits}"),
+                block_size=block,
+                shape=weight.shape,
+                dtype=weight.dtype,
+            )
+            report[name] = "codebook"
+        module.weight = nn.Parameter(new, requires_grad=False)
+    return report

@@ -457,6 +457,13 @@ class QuantOptimizer(Optimizer):
             }
         return out
 
+    def torchao_convert(self, model: nn.Module, *, prefer_affine: bool = True) -> dict[str, str]:
+        """Convert ``model``'s quantized ``nn.Linear``/``nn.Embedding`` weights to torchao
+        quantized tensors in place (:func:`parq_optim.export.torchao_convert`)."""
+        from .export import torchao_convert
+
+        return torchao_convert(model, self, prefer_affine=prefer_affine)
+
 
 def _code_dtype(m: int) -> torch.dtype:
     return torch.uint8 if m <= 256 else (torch.int16 if m <= 2**15 else torch.int32)

@@ -330,7 +330,11 @@ def save_checkpoint(
         },
         **state,
     }
-    path = Path(path)
+    return _atomic_save(blob, Path(path))
+
+
+def _atomic_save(blob: dict[str, Any], path: Path) -> Path:
+    """``torch.save`` to a temporary file beside ``path``, then rename it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)

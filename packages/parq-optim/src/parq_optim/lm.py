@@ -1,0 +1,381 @@
+"""The language-model QAT protocol: a small character-level transformer
+(:class:`~parq_optim.models.CharTransformer`) trained with AdamW, full precision or QAT through
+:class:`~parq_optim.QuantOptimizer` (PARQ, STE or BinaryRelax as the prox map), on a
+:class:`~parq_optim.text.CharCorpus`.
+
+Quantized: every ``nn.Linear`` weight inside the transformer blocks (attention ``qkv``/``proj``,
+MLP ``fc``/``out``); full precision: token and position embeddings, LayerNorms, biases and the
+output head (the usual choice for LM QAT; they are a small share of the weights here).
+Learning rate: linear warm-up over ``lr_warmup`` steps, then cosine to 0. The anneal window of PARQ
+and BinaryRelax is ``[warmup_steps, anneal_end_frac * steps)`` optimizer steps."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from .models import CharTransformer
+from .optim import QUANTIZERS, QuantOptimizer, make_prox, make_quantizer, quant_param_groups
+from .text import CharCorpus, eval_windows, random_windows
+
+__all__ = [
+    "LM_METHODS",
+    "LMConfig",
+    "LMConfigError",
+    "build_lm",
+    "evaluate_lm",
+    "lm_quant_groups",
+    "load_lm_checkpoint",
+    "save_lm_checkpoint",
+    "storage_report",
+    "train_lm",
+]
+
+LM_METHODS = ("fp", "parq", "ste", "binaryrelax")
+
+
+class LMConfigError(ValueError):
+    """An :class:`LMConfig` value that cannot be used; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+@dataclass
+class LMConfig:
+    """Hyper-parameters of one character-LM run (defaults: the package's benchmark protocol)."""
+
+    method: str = "parq"
+    bits: int = 2
+    quantizer: str = "lsbq"
+    per_channel: bool = False
+    block_size: int | None = None
+    optimizer: str = "adamw"
+    d_model: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    context: int = 64
+    batch_size: int = 32
+    steps: int = 1000
+    lr: float = 3e-3
+    lr_warmup: int = 50
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    warmup_steps: int = 0
+    quant_period: int = 10
+    steepness: float = 10.0
+    anneal_end_frac: float = 0.9
+    eval_every: int = 100
+    eval_windows: int = 64
+    seed: int = 0
+    device: str = "cpu"
+
+    def validate(self) -> None:
+        """Raise :class:`LMConfigError` for the first field that cannot be used."""
+
+        def need(ok: bool, name: str, expected: str) -> None:
+            if not ok:
+                raise LMConfigError(name, f"{name} must be {expected}, got {getattr(self, name)!r}")
+
+        def integer(name: str, low: int) -> None:
+            v = getattr(self, name)
+            need(
+                isinstance(v, int) and not isinstance(v, bool) and v >= low,
+                name,
+                f"an integer >= {low}",
+            )
+
+        def number(name: str) -> float:
+            v = getattr(self, name)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            return float(v) if ok else math.nan
+
+        need(self.method in LM_METHODS, "method", f"one of {list(LM_METHODS)}")
+        need(self.optimizer in ("adamw", "sgd"), "optimizer", "adamw or sgd")
+        need(self.quantizer in QUANTIZERS, "quantizer", f"one of {sorted(QUANTIZERS)}")
+        for name in ("d_model", "n_layers", "n_heads", "context", "batch_size", "steps"):
+            integer(name, 1)
+        for name in ("quant_period", "eval_every", "eval_windows"):
+            integer(name, 1)
+        for name in ("lr_warmup", "warmup_steps", "seed"):
+            integer(name, 0)
+        integer("bits", 0)
+        need(self.bits <= 8, "bits", "an integer from 0 (ternary) to 8")
+        need(self.d_model % self.n_heads == 0, "n_heads", f"a divisor of d_model {self.d_model}")
+        need(number("lr") > 0, "lr", "a finite number > 0")
+        need(number("weight_decay") >= 0, "weight_decay", "a finite number >= 0")
+        need(number("grad_clip") >= 0, "grad_clip", "a finite number >= 0 (0 = off)")
+        need(number("steepness") > 0, "steepness", "a finite number > 0")
+        need(0 < number("anneal_end_frac") <= 1, "anneal_end_frac", "a number in (0, 1]")
+        need(isinstance(self.per_channel, bool), "per_channel", "True or False")
+        if self.block_size is not None:
+            integer("block_size", 1)
+            need(self.per_channel, "block_size", "used with per_channel=True (--per-channel)")
+            need(
+                self.d_model % self.block_size == 0,
+                "block_size",
+                f"a divisor of d_model {self.d_model} (the input width of every quantized layer)",
+            )
+        if self.method != "fp":
+            try:
+                make_quantizer(self.quantizer).check_bits(self.bits)
+            except (ValueError, NotImplementedError) as e:
+                raise LMConfigError("bits", f"quantizer {self.quantizer!r}: {e}") from e
+
+    def check_corpus(self, corpus: CharCorpus) -> None:
+        """Raise :class:`LMConfigError` when a split is too short for the context."""
+        for split in ("train", "val", "test"):
+            n = len(corpus.split(split))
+            if n <= self.context:
+                raise LMConfigError(
+                    "context",
+                    f"the {split} split of {corpus.name or 'the text'} holds {n} characters, "
+                    f"too few for context {self.context}",
+                )
+
+
+def lm_quant_groups(model: CharTransformer, bits: int | None) -> list[dict[str, Any]]:
+    """Parameter groups: the block ``nn.Linear`` weights with ``quant_bits`` (none when ``bits``
+    is None), everything else full precision without weight decay."""
+    groups = quant_param_groups(model, 0 if bits is None else bits, exclude=_not_in_blocks)
+    if bits is None:
+        for g in groups:
+            g.pop("quant_bits", None)
+    return groups
+
+
+def _not_in_blocks(name: str, module: nn.Module) -> bool:
+    return not name.startswith("blocks.")
+
+
+def build_lm(
+    cfg: LMConfig, vocab_size: int
+) -> tuple[CharTransformer, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """Model, optimizer (AdamW with betas (0.9, 0.95), or SGD with momentum 0.9;
+    ``QuantOptimizer`` around it unless ``method == 'fp'``) and the warm-up + cosine LR
+    schedule."""
+    torch.manual_seed(cfg.seed)
+    model = CharTransformer(vocab_size, cfg.context, cfg.d_model, cfg.n_layers, cfg.n_heads)
+    model.to(cfg.device)
+    groups = lm_quant_groups(model, None if cfg.method == "fp" else cfg.bits)
+    if cfg.block_size is not None and cfg.method != "fp":
+        groups[0]["quant_block_size"] = cfg.block_size
+    base: torch.optim.Optimizer
+    if cfg.optimizer == "adamw":
+        base = torch.optim.AdamW(
+            groups, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay
+        )
+    else:
+        base = torch.optim.SGD(groups, lr=cfg.lr, momentum=0.9, weight_decay=cfg.weight_decay)
+    opt: torch.optim.Optimizer = base
+    if cfg.method != "fp":
+        end = max(cfg.warmup_steps + 1, int(cfg.anneal_end_frac * cfg.steps))
+        opt = QuantOptimizer(
+            base,
+            make_quantizer(cfg.quantizer),
+            make_prox(cfg.method, cfg.warmup_steps, end, cfg.steepness),
+            warmup_steps=cfg.warmup_steps,
+            quant_period=cfg.quant_period,
+            quant_per_channel=cfg.per_channel,
+        )
+
+    def factor(step: int) -> float:
+        if step < cfg.lr_warmup:
+            return (step + 1) / cfg.lr_warmup
+        frac = (step - cfg.lr_warmup) / max(1, cfg.steps - cfg.lr_warmup)
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, frac)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    return model, opt, sched
+
+
+@torch.no_grad()
+def evaluate_lm(
+    model: nn.Module,
+    ids: torch.Tensor,
+    context: int,
+    max_windows: int | None = None,
+    batch_size: int = 64,
+) -> float:
+    """Mean next-character cross-entropy (nats) over non-overlapping windows of ``ids``."""
+    was_training = model.training
+    model.eval()
+    x, y = eval_windows(ids, context, max_windows)
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for k in range(0, len(x), batch_size):
+        xb, yb = x[k : k + batch_size].to(device), y[k : k + batch_size].to(device)
+        logits = model(xb)
+        total += F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum").item()
+        count += yb.numel()
+    model.train(was_training)
+    return total / count
+
+
+def storage_report(model: nn.Module, opt: QuantOptimizer) -> dict[str, float]:
+    """Bits of the exported model (as :func:`~parq_optim.save_quantized` writes it, without
+    writing): per quantized weight ``ceil(log2 |Q|)`` code bits plus 32-bit level tables; every
+    other parameter at 32 bits."""
+    from .export import _bits_per_code
+
+    entries = opt.export_quantized(model)
+    code_bits = sum(
+        e["codes"].numel() * _bits_per_code(e["levels"].size(-1)) for e in entries.values()
+    )
+    level_bits = 32 * sum(e["levels"].numel() for e in entries.values())
+    n_quant = sum(e["codes"].numel() for e in entries.values())
+    n_all = sum(p.numel() for p in model.parameters())
+    return {
+        "quantized_params": n_quant,
+        "fp_params": n_all - n_quant,
+        "bits_per_weight": (code_bits + level_bits) / n_quant,
+        "bits_per_param_overall": (code_bits + level_bits + 32 * (n_all - n_quant)) / n_all,
+    }
+
+
+def train_lm(
+    cfg: LMConfig, corpus: CharCorpus, quiet: bool = True, desc: str | None = None
+) -> dict[str, Any]:
+    """Train one character LM; returns the final validation and test loss (nats/char, on the
+    weights as exported: hard-quantized when QAT), the loss curve, storage and step times.
+
+    Raises :class:`LMConfigError` for a config that does not fit ``corpus`` and
+    :class:`~parq_optim.train.Diverged` on a non-finite loss."""
+    from .train import Diverged
+
+    cfg.validate()
+    cfg.check_corpus(corpus)
+    model, opt, sched = build_lm(cfg, corpus.vocab_size)
+    g = torch.Generator().manual_seed(cfg.seed)
+    history: list[dict[str, Any]] = []
+    step_times: list[float] = []
+    opt_times: list[float] = []
+    running, seen = 0.0, 0
+    t0 = time.perf_counter()
+    bar = tqdm(range(cfg.steps), disable=quiet, desc=desc or f"charlm {cfg.method} b={cfg.bits}")
+    for step in bar:
+        x, y = random_windows(corpus.train, cfg.context, cfg.batch_size, g)
+        x, y = x.to(cfg.device), y.to(cfg.device)
+        ts = time.perf_counter()
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        value = loss.item()
+        if not math.isfinite(value):
+            raise Diverged(
+                f"training diverged: loss {value} at step {step + 1} (lr {cfg.lr:g})",
+                0,
+                step + 1,
+                history,
+            )
+        loss.backward()
+        if cfg.grad_clip > 0:
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        to = time.perf_counter()
+        opt.step()
+        te = time.perf_counter()
+        sched.step()
+        step_times.append(te - ts)
+        opt_times.append(te - to)
+        running += value
+        seen += 1
+        if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
+            val = evaluate_lm(model, corpus.val, cfg.context, cfg.eval_windows)
+            history.append(
+                {
+                    "step": step + 1,
+                    "train_loss": running / seen,
+                    "val_loss_subset": val,
+                    "inv_slope": getattr(opt, "inv_slope", None),
+                }
+            )
+            bar.set_postfix(train=f"{running / seen:.3f}", val=f"{val:.3f}")
+            running, seen = 0.0, 0
+    wall = time.perf_counter() - t0
+    out: dict[str, Any] = {"config": asdict(cfg), "wall_time_s": wall}
+    if isinstance(opt, QuantOptimizer):
+        out["quantized_fraction_end"] = opt.quantized_fraction()
+        if out["quantized_fraction_end"] < 1.0:
+            opt.hard_quantize_()  # training stopped before anneal_end
+        out["storage"] = storage_report(model, opt)
+    out["val_loss"] = evaluate_lm(model, corpus.val, cfg.context)
+    out["test_loss"] = evaluate_lm(model, corpus.test, cfg.context)
+    if not (math.isfinite(out["val_loss"]) and math.isfinite(out["test_loss"])):
+        raise Diverged("training diverged: non-finite evaluation loss", 0, cfg.steps, history)
+    out["step_time_median_s"] = sorted(step_times)[len(step_times) // 2]
+    out["opt_step_time_median_s"] = sorted(opt_times)[len(opt_times) // 2]
+    out["history"] = history
+    out["model"] = model
+    out["optimizer"] = opt
+    return out
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+LM_CHECKPOINT_FORMAT = "parq-optim-lm-checkpoint/1"
+
+
+def save_lm_checkpoint(
+    path: str | os.PathLike,
+    cfg: LMConfig,
+    corpus: CharCorpus,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+) -> Path:
+    """Write config, vocabulary, model (``w``) and optimizer state (``u``, ``Q``) atomically;
+    refuses non-finite tensors (``ValueError``)."""
+    from .train import _atomic_save, _tensors
+
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
+    for where, tensor in _tensors(state):
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(f"refusing to write a checkpoint: {where} holds NaN or inf")
+    blob = {
+        "format": LM_CHECKPOINT_FORMAT,
+        "config": asdict(cfg),
+        "data": {"name": corpus.name, "vocab": corpus.vocab},
+        **state,
+    }
+    return _atomic_save(blob, Path(path))
+
+
+def load_lm_checkpoint(
+    path: str | os.PathLike,
+) -> tuple[LMConfig, str, CharTransformer, torch.optim.Optimizer]:
+    """Read a checkpoint of :func:`save_lm_checkpoint`: config, vocabulary, and the model and
+    optimizer rebuilt on CPU with the saved state (``ValueError`` naming the file otherwise)."""
+    from .train import _tensors
+
+    path = Path(path)
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or blob.get("format") != LM_CHECKPOINT_FORMAT:
+        raise ValueError(f"{path.name} is not a parq-optim char-LM checkpoint")
+    names = {f.name for f in fields(LMConfig)}
+    saved = blob.get("config")
+    missing = sorted(names - set(saved)) if isinstance(saved, dict) else sorted(names)
+    if missing or not isinstance(saved, dict):
+        raise ValueError(f"{path.name}: the checkpoint's config lacks {', '.join(missing)}")
+    cfg = LMConfig(**{k: saved[k] for k in names})
+    cfg.device = "cpu"
+    try:
+        cfg.validate()
+    except LMConfigError as e:
+        raise ValueError(f"{path.name}: the checkpoint's config is invalid: {e}") from e
+    for where, tensor in _tensors({"model": blob["model"], "optimizer": blob["optimizer"]}):
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(f"{path.name}: {where} holds NaN or inf")
+    vocab = blob.get("data", {}).get("vocab")
+    if not isinstance(vocab, str) or not vocab:
+        raise ValueError(f"{path.name}: the checkpoint holds no vocabulary")
+    model, opt, _ = build_lm(cfg, len(vocab))
+    model.load_state_dict(blob["model"])
+    opt.load_state_dict(blob["optimizer"])
+    return cfg, vocab, model, opt
