@@ -606,7 +606,7 @@ HOTSPOT_FEATURES = ("activity", "alert")
 def make_hotspots(
     sites: int = 500,
     seed: int = 0,
-    steps: tuple[int, int, int] = (4, 1, 2),
+    steps: tuple[int, int, int] = (4, 4, 4),
     threshold: float = 1.8,
     burst: float = 25.0,
 ) -> TopKData:
@@ -621,8 +621,9 @@ def make_hotspots(
     counts and weights ``activity``, while the top-K decision needs ``alert`` — the misspecified
     setting in which the paper's decision-aware training (Eq. 12–13) pays off.
 
-    ``steps`` are the train / valid / test lengths (Cook-like: few steps, many sites); the time
-    index starts at 0. Suggested K = S/20.
+    ``steps`` are the train / valid / test lengths (few training steps, many sites, like Cook
+    County; four valid and test steps, so that selection and evaluation do not hinge on the
+    20-odd hotspots of a single step); the time index starts at 0. Suggested K = S/20.
     """
     if sites < 2:
         raise ValueError(f"sites must be >= 2; got {sites}")
