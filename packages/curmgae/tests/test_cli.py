@@ -272,3 +272,17 @@ def test_pretrain_pacing_flags_reach_the_config_and_the_trace(tmp_path):
 def test_bad_pace_end_is_one_line(capsys):
     assert main(["pretrain", *TINY, "--pace-end", "1.5", "--out", "x"]) == 2
     _one_line_error(capsys, "--pace-end")
+
+
+def test_curriculum_rows_show_a_dash_while_the_difficulty_part_is_empty():
+    """Early S-steps of the default (rcl_inverse) pace can admit no edge (K_t = 0): the demo's table
+    shows '–' for the shares instead of failing on None."""
+    from curmgae.cli import curriculum_rows
+
+    empty = {"t": 0, "epoch": 1, "lambda": 0.0075, "K_t": 0, "cap": 70}
+    empty.update(share_easy=None, share_medium=None, share_hard=None)
+    full = {**empty, "t": 1, "epoch": 2, "K_t": 5, "share_easy": 0.6}
+    full.update(share_medium=0.4, share_hard=0.0)
+    rows = curriculum_rows([empty, full])
+    assert rows[0][-3:] == ("–", "–", "–") and rows[1][-3:] == ("0.60", "0.40", "0.00")
+    assert curriculum_rows([{k: v for k, v in empty.items() if not k.startswith("share")}])

@@ -154,6 +154,26 @@ def _config(args: argparse.Namespace) -> CurMGAEConfig:
         raise UsageError(flag, text) from exc
 
 
+def curriculum_rows(trace: list[dict[str, Any]], n: int = 8) -> list[tuple[Any, ...]]:
+    """About ``n`` S-steps of a trace as table rows: step, epoch, lambda, K_t, cap and the shares of
+    easy/medium/hard edges in the difficulty-chosen part ('–' while that part is empty, K_t = 0)."""
+
+    def share(value: float | None) -> str:
+        return "–" if value is None else f"{value:.2f}"
+
+    return [
+        (
+            e["t"],
+            e["epoch"],
+            f"{e['lambda']:.3f}",
+            e["K_t"],
+            e["cap"],
+            *(share(e.get(f"share_{k}")) for k in DIFFICULTY_NAMES),
+        )
+        for e in trace[:: max(1, len(trace) // n)]
+    ]
+
+
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2] if ordered else float("nan")
@@ -307,17 +327,7 @@ def cmd_demo(args: argparse.Namespace) -> Report:
         for k, n in enumerate(DIFFICULTY_NAMES)
     }
     if trace:
-        rows = [
-            (
-                e["t"],
-                e["epoch"],
-                f"{e['lambda']:.3f}",
-                e["K_t"],
-                e["cap"],
-                *(f"{e[f'share_{k}']:.2f}" for k in DIFFICULTY_NAMES),
-            )
-            for e in trace[:: max(1, len(trace) // 8)]
-        ]
+        rows = curriculum_rows(trace)
         say(
             args,
             "curriculum of the first seed (shares of the difficulty-chosen masked edges; all training "
