@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     data = load(args.data, args.n_train, args.n_val, args.n_test, args.side)
     argv_used = sys.argv[1:] if argv is None else argv
     payload: dict = {
-        "command": "python benchmarks/label_noise.py " + " ".join(argv_used),
+        "command": ("python benchmarks/label_noise.py " + " ".join(argv_used)).strip(),
         "sassha_optim": __version__,
         "machine": machine(),
         "protocol": {
@@ -289,10 +289,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume and out_path.exists():
         old = json.loads(out_path.read_text())
         payload["rates"] = old.get("rates", {})
+        payload["wall_time_before_resume_s"] = old.get("wall_time_s", 0.0)
     total_start = time.perf_counter()
 
     def save() -> None:
-        payload["wall_time_s"] = time.perf_counter() - total_start + payload.get("wall_before", 0)
+        payload["wall_time_s"] = (
+            time.perf_counter() - total_start + payload.get("wall_time_before_resume_s", 0.0)
+        )
         out_path.write_text(json.dumps(payload, indent=1))
 
     for rate in rates:

@@ -18,8 +18,9 @@ Protocol (all numbers are flags):
 - optimizers: AdamW (betas 0.9/0.99, λ 0.1), SAM-AdamW (same, ρ 0.05), Sophia-H (betas 0.965/0.99,
   γ 0.01, k 10, λ 0.1), Sassha with the paper's GPT-2 settings where they transfer (betas 0.965/0.99,
   ρ 0.02, k 10, eps 1e-4, λ 2e-4) and its default α = 0.5 and ``bias_correction="refresh"``. The peak
-  learning rate of each is selected from a 3-point grid on seed 0 by the selection-split loss at the
-  end of the budget; the selected values are written to the JSON and used for all seeds.
+  learning rate of each is selected from a grid (``LR_GRIDS``: 3 values, plus one beyond the edge
+  the first selection chose) on seed 0 by the selection-split loss at the end of the budget; the
+  selected values are written to the JSON and used for all seeds.
 - metrics: validation loss (mean cross-entropy per character, nats) on the whole validation split at
   the end (equal gradient evaluations) and, from the curves, at equal wall time (the shortest run's
   total time; under a shared CPU wall times are noisy); ``render.py`` draws the curves into
@@ -51,11 +52,13 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 DATA = Path(os.environ.get("ICML25_DATA", HERE.parents[2].parent / "shared" / "data"))
 
+# A 3-point grid each; the first full run selected an edge value for every optimizer, so each grid
+# got one more value beyond that edge (`--resume` ran only the new candidates, on seed 0).
 LR_GRIDS = {
-    "adamw": [1e-3, 3e-3, 1e-2],
-    "sam-adamw": [1e-3, 3e-3, 1e-2],
-    "sophia-h": [3e-4, 1e-3, 3e-3],
-    "sassha": [0.03, 0.1, 0.3],
+    "adamw": [1e-3, 3e-3, 1e-2, 3e-2],
+    "sam-adamw": [1e-3, 3e-3, 1e-2, 3e-2],
+    "sophia-h": [1e-4, 3e-4, 1e-3, 3e-3],
+    "sassha": [0.03, 0.1, 0.3, 1.0],
 }
 CONFIGS = {
     "adamw": {"betas": (0.9, 0.99), "weight_decay": 0.1},
@@ -318,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in TinyGPT(len(chars), args.context, args.width, args.layers, args.heads).parameters()
     )
     payload: dict = {
-        "command": "python benchmarks/lm.py " + " ".join(argv_used),
+        "command": ("python benchmarks/lm.py " + " ".join(argv_used)).strip(),
         "sassha_optim": __version__,
         "machine": machine(),
         "protocol": {
@@ -349,19 +352,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume and out_path.exists():
         old = json.loads(out_path.read_text())
         payload["optimizers"], payload["selection"] = old["optimizers"], old["selection"]
+        payload["wall_time_before_resume_s"] = old.get("wall_time_s", 0.0)
+        payload["command_before_resume"] = old.get("command")
     total_start = time.perf_counter()
 
     def save() -> None:
-        payload["wall_time_s"] = time.perf_counter() - total_start
+        payload["wall_time_s"] = (
+            time.perf_counter() - total_start + payload.get("wall_time_before_resume_s", 0.0)
+        )
         out_path.write_text(json.dumps(payload, indent=1))
 
     for name in names:
         row = payload["optimizers"].setdefault(name, {"runs": []})
         cand = payload["selection"].setdefault(name, {})
-        if "lr" not in row:
-            for lr in LR_GRIDS[name]:
-                if f"{lr:g}" in cand:
-                    continue
+        missing = [lr for lr in LR_GRIDS[name] if f"{lr:g}" not in cand]
+        if missing or "lr" not in row:  # (a resumed run may extend a grid)
+            for lr in missing:
                 res = run_one(name, lr, seeds[0], data, args)
                 cand[f"{lr:g}"] = res
                 print(
@@ -378,8 +384,9 @@ def main(argv: list[str] | None = None) -> int:
                     else math.inf
                 ),
             )
-            row["lr"] = best
-            row["runs"] = [cand[f"{best:g}"]]
+            if row.get("lr") != best:  # new selection: its seed-0 run, then the other seeds
+                row["lr"] = best
+                row["runs"] = [cand[f"{best:g}"]]
             payload["selection"][name] = {
                 k: {"select_loss": v["select_loss"]} for k, v in cand.items()
             }

@@ -344,6 +344,12 @@ def lm_table(lm: dict) -> list[str]:
         for n, c in lm["selection"].items()
     )
     notes.append(f"Selection-split loss per candidate (seed 0): {sel}.")
+    if lm.get("command_before_resume"):
+        notes.append(
+            f"Run as `{lm['command_before_resume']}`, then `{lm['command']}` with each grid "
+            "extended by one value beyond the edge the first selection chose (the new candidates "
+            "on seed 0; seeds 1 and 2 rerun where the selection changed); the time is the sum."
+        )
     return [
         f"Validation loss in nats per character, mean ± sample std (ddof=1) over N = "
         f"{len(pr['seeds'])} seeds {pr['seeds']}. {pr['data']}; {pr['model']}; batch "
@@ -368,11 +374,12 @@ def plot_label_noise(ln: dict, path: Path) -> None:
     rates = list(ln["rates"])
     fig, axes = plt.subplots(2, len(rates), figsize=(4.2 * len(rates), 6.5), sharex=True)
     colors = {n: f"C{i}" for i, n in enumerate(LN_NAMES)}
+    colors["sassha"] = "k"
     for j, r in enumerate(rates):
         for n, o in ln["rates"][r]["optimizers"].items():
             for i, run in enumerate(o["runs"]):
                 ep = [h["epoch"] for h in run["history"]]
-                kw = {"color": colors.get(n, "k"), "alpha": 0.7, "lw": 1}
+                kw = {"color": colors.get(n, "k"), "alpha": 0.7, "lw": 1.6 if n == "sassha" else 1}
                 axes[0][j].plot(ep, [h["test_accuracy"] for h in run["history"]],
                                 label=LN_NAMES.get(n, n).strip("*") if i == 0 else None, **kw)  # fmt: skip
                 axes[1][j].plot(ep, [h["train_noisy_accuracy"] for h in run["history"]], **kw)
