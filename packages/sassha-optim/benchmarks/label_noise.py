@@ -36,13 +36,13 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+from _common import machine, summarize
 from sassha_optim import __version__
 from sassha_optim._baselines import SAM
 from sassha_optim.data import load_folder
@@ -67,27 +67,6 @@ OPTIMIZERS: dict[str, tuple[str, dict]] = {
         {"lr": 0.1, "rho": None, "lazy_hessian": 10, "eps": 1e-4, "weight_decay": WD / 0.1},
     ),
 }
-
-
-def machine() -> dict:
-    return {
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "system": platform.system(),
-        "arch": platform.machine(),
-    }
-
-
-def summarize(values: list[float]) -> dict:
-    return {
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else None,
-        "ddof": 1,
-        "n": len(values),
-        "values": values,
-    }
 
 
 def symmetric_noise(y: Tensor, rate: float, n_classes: int, seed: int) -> Tensor:

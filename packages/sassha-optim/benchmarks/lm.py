@@ -37,13 +37,13 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+from _common import machine, summarize
 from sassha_optim import Sassha, __version__
 from sassha_optim._baselines import SAM, SophiaH
 from torch import Tensor, nn
@@ -78,27 +78,6 @@ CONFIGS = {
         "eps": 1e-4,
     },
 }
-
-
-def machine() -> dict:
-    return {
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "system": platform.system(),
-        "arch": platform.machine(),
-    }
-
-
-def summarize(values: list[float]) -> dict:
-    return {
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else None,
-        "ddof": 1,
-        "n": len(values),
-        "values": values,
-    }
 
 
 # ----------------------------------------------------------------------------------------- model

@@ -29,7 +29,6 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 
 import sassha_optim.data as data_module
 import torch
+from _common import machine, summarize
 from sassha_optim import __version__
 from sassha_optim._baselines import SAM
 from sassha_optim.data import STD_FLOOR, Split, load_digits, load_folder
@@ -76,17 +76,6 @@ PAPER_REPORTED = {
 }
 
 
-def machine() -> dict:
-    return {
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "system": platform.system(),
-        "arch": platform.machine(),
-    }
-
-
 def write(name: str, payload: dict, quick: bool) -> Path:
     folder = RESULTS / "quick" if quick else RESULTS  # smoke runs never overwrite the README's data
     folder.mkdir(parents=True, exist_ok=True)
@@ -94,18 +83,6 @@ def write(name: str, payload: dict, quick: bool) -> Path:
     path.write_text(json.dumps(payload, indent=1))
     print(f"wrote {path}", flush=True)
     return path
-
-
-def summarize(values: list[float]) -> dict:
-    """Mean, sample standard deviation (ddof=1; None for one value), median, N and the values."""
-    return {
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else None,
-        "ddof": 1,
-        "n": len(values),
-        "median": statistics.median(values),
-        "values": values,
-    }
 
 
 def majority_accuracy(split: Split) -> float:

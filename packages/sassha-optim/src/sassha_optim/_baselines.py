@@ -85,8 +85,82 @@ class SAM(Optimizer):
         return _closure_twice(self, closure)
 
 
-class AdaHessian(Optimizer):
+class _LazyHutchinson(Optimizer):
+    """Shared shell of the Hessian baselines: a Hutchinson refresh (Rademacher probes from a
+    seeded generator) on steps 1, k+1, 2k+1, ... with ``k = update_period``, the step and HVP
+    counters, and a :meth:`state_dict` that carries them and the generator."""
+
+    _state_key = "lazy_hutchinson"
+
+    def __init__(
+        self,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        defaults: dict[str, Any],
+        update_period: int,
+        seed: int,
+    ) -> None:
+        super().__init__(params, defaults)
+        self.update_period = update_period
+        self.generator = torch.Generator().manual_seed(seed)
+        self.global_step = 0
+        self.hvp_calls = 0
+
+    @property
+    def create_graph(self) -> bool:
+        """Whether the next backward must build a graph (a Hessian refresh is due)."""
+        return self.global_step % self.update_period == 0
+
+    def _gradients_and_hessian(
+        self, closure: Callable[[], Tensor] | None
+    ) -> tuple[Tensor | None, list[Tensor], list[Tensor] | None]:
+        """Run ``closure`` (if any); return the loss, the parameters with a gradient and, on a
+        refresh step, their Hutchinson diagonal estimates (None otherwise)."""
+        loss = None
+        if closure is not None:
+            self.zero_grad(set_to_none=True)
+            with torch.enable_grad():
+                loss = closure()
+        params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
+        if not self.create_graph:
+            return loss, params, None
+        if not any(p.grad.requires_grad for p in params):  # type: ignore[union-attr]
+            raise RuntimeError(
+                f"{type(self).__name__}: Hessian refresh due at step {self.global_step + 1} but "
+                "gradients have no graph; call loss.backward(create_graph=optimizer.create_graph)"
+            )
+        with torch.enable_grad():
+            est, _ = hutchinson_diagonal(
+                [p.grad for p in params],
+                params,
+                lambda: [rademacher_like(p, self.generator) for p in params],
+            )
+        self.hvp_calls += 1
+        return loss, params, list(est)
+
+    def state_dict(self) -> dict[str, Any]:
+        sd = super().state_dict()
+        sd[self._state_key] = {
+            "global_step": self.global_step,
+            "hvp_calls": self.hvp_calls,
+            "generator": self.generator.get_state(),
+            "update_period": self.update_period,
+        }
+        return sd
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state_dict = dict(state_dict)
+        extra = state_dict.pop(self._state_key, None)
+        super().load_state_dict(state_dict)
+        if extra is not None:
+            self.global_step = int(extra["global_step"])
+            self.hvp_calls = int(extra["hvp_calls"])
+            self.generator.set_state(extra["generator"])
+
+
+class AdaHessian(_LazyHutchinson):
     """AdaHessian baseline with Hutchinson refresh every ``update_period`` steps."""
+
+    _state_key = "adahessian"
 
     def __init__(
         self,
@@ -110,33 +184,13 @@ class AdaHessian(Optimizer):
             "weight_decay": weight_decay,
             "hessian_power": hessian_power,
         }
-        super().__init__(params, defaults)
-        self.update_period = update_period
-        self.generator = torch.Generator().manual_seed(seed)
-        self.global_step = 0
-        self.hvp_calls = 0
-
-    @property
-    def create_graph(self) -> bool:
-        return self.global_step % self.update_period == 0
+        super().__init__(params, defaults, update_period, seed)
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            self.zero_grad(set_to_none=True)
-            with torch.enable_grad():
-                loss = closure()
-        params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
-        hessian = None
-        if self.create_graph:
-            with torch.enable_grad():
-                est, _ = hutchinson_diagonal(
-                    [p.grad for p in params],
-                    params,
-                    lambda: [rademacher_like(p, self.generator) for p in params],
-                )
-            self.hvp_calls += 1
+        loss, params, est = self._gradients_and_hessian(closure)
+        hessian: dict[Tensor, Tensor] | None = None
+        if est is not None:
             hessian = {}
             for p, h in zip(params, est):
                 h = h.abs()
@@ -169,7 +223,7 @@ class AdaHessian(Optimizer):
         return loss
 
 
-class SophiaH(Optimizer):
+class SophiaH(_LazyHutchinson):
     """Sophia-H baseline: clipped, diagonal-Hessian-preconditioned momentum (no bias correction).
 
     Per step: ``m ← β1 m + (1 − β1) g``; every ``update_period`` steps (steps 1, k+1, ...) a
@@ -180,6 +234,8 @@ class SophiaH(Optimizer):
     betas (0.9, 0.999), γ 0.01, eps 1e-4; ``update_period`` 10 as in the Sophia paper).
     The probe generator, step and HVP counters are part of :meth:`state_dict`.
     """
+
+    _state_key = "sophia"
 
     def __init__(
         self,
@@ -209,40 +265,12 @@ class SophiaH(Optimizer):
             "eps": eps,
             "weight_decay": weight_decay,
         }
-        super().__init__(params, defaults)
-        self.update_period = update_period
-        self.generator = torch.Generator().manual_seed(seed)
-        self.global_step = 0
-        self.hvp_calls = 0
-
-    @property
-    def create_graph(self) -> bool:
-        """Whether the next backward must build a graph (a Hessian refresh is due)."""
-        return self.global_step % self.update_period == 0
+        super().__init__(params, defaults, update_period, seed)
 
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:  # type: ignore[override]
-        loss = None
-        if closure is not None:
-            self.zero_grad(set_to_none=True)
-            with torch.enable_grad():
-                loss = closure()
-        params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
-        hessian: dict[Tensor, Tensor] | None = None
-        if self.create_graph:
-            if not any(p.grad.requires_grad for p in params):  # type: ignore[union-attr]
-                raise RuntimeError(
-                    f"SophiaH: Hessian refresh due at step {self.global_step + 1} but gradients "
-                    "have no graph; call loss.backward(create_graph=optimizer.create_graph)"
-                )
-            with torch.enable_grad():
-                est, _ = hutchinson_diagonal(
-                    [p.grad for p in params],
-                    params,
-                    lambda: [rademacher_like(p, self.generator) for p in params],
-                )
-            self.hvp_calls += 1
-            hessian = dict(zip(params, est))
+        loss, params, est = self._gradients_and_hessian(closure)
+        hessian = None if est is None else dict(zip(params, est))
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for p in group["params"]:
@@ -266,22 +294,3 @@ class SophiaH(Optimizer):
                 p.add_(update, alpha=-group["lr"])
         self.global_step += 1
         return loss
-
-    def state_dict(self) -> dict[str, Any]:
-        sd = super().state_dict()
-        sd["sophia"] = {
-            "global_step": self.global_step,
-            "hvp_calls": self.hvp_calls,
-            "generator": self.generator.get_state(),
-            "update_period": self.update_period,
-        }
-        return sd
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        state_dict = dict(state_dict)
-        extra = state_dict.pop("sophia", None)
-        super().load_state_dict(state_dict)
-        if extra is not None:
-            self.global_step = int(extra["global_step"])
-            self.hvp_calls = int(extra["hvp_calls"])
-            self.generator.set_state(extra["generator"])
