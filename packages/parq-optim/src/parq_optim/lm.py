@@ -251,7 +251,7 @@ def train_lm(
 
     Raises :class:`LMConfigError` for a config that does not fit ``corpus`` and
     :class:`~parq_optim.train.Diverged` on a non-finite loss."""
-    from .train import Diverged
+    from .train import Diverged, finish_quantization
 
     cfg.validate()
     cfg.check_corpus(corpus)
@@ -303,9 +303,7 @@ def train_lm(
     wall = time.perf_counter() - t0
     out: dict[str, Any] = {"config": asdict(cfg), "wall_time_s": wall}
     if isinstance(opt, QuantOptimizer):
-        out["quantized_fraction_end"] = opt.quantized_fraction()
-        if out["quantized_fraction_end"] < 1.0:
-            opt.hard_quantize_()  # training stopped before anneal_end
+        out["quantized_fraction_end"] = finish_quantization(opt)
         out["storage"] = storage_report(model, opt)
     out["val_loss"] = evaluate_lm(model, corpus.val, cfg.context)
     out["test_loss"] = evaluate_lm(model, corpus.test, cfg.context)
@@ -332,12 +330,10 @@ def save_lm_checkpoint(
 ) -> Path:
     """Write config, vocabulary, model (``w``) and optimizer state (``u``, ``Q``) atomically;
     refuses non-finite tensors (``ValueError``)."""
-    from .train import _atomic_save, _tensors
+    from .train import _atomic_save, check_finite_state
 
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
-    for where, tensor in _tensors(state):
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise ValueError(f"refusing to write a checkpoint: {where} holds NaN or inf")
+    check_finite_state(state)
     blob = {
         "format": LM_CHECKPOINT_FORMAT,
         "config": asdict(cfg),

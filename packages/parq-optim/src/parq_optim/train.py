@@ -279,9 +279,7 @@ def train(cfg: TrainConfig, data: Split, quiet: bool = True) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     metrics: dict[str, Any] = {"config": asdict(cfg), "wall_time_s": wall}
     if isinstance(opt, QuantOptimizer):
-        metrics["quantized_fraction_end"] = opt.quantized_fraction()
-        if metrics["quantized_fraction_end"] < 1.0:
-            opt.hard_quantize_()  # training stopped before anneal_end
+        metrics["quantized_fraction_end"] = finish_quantization(opt)
         metrics["layers"] = layer_levels(opt, model)
     bad = [name for name, t in model.state_dict().items() if not torch.isfinite(t).all()]
     if bad:
@@ -315,9 +313,7 @@ def save_checkpoint(
     Refuses (``ValueError``) to write non-finite weights or optimizer state, so a diverged run
     never replaces a good checkpoint."""
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict()}
-    for where, tensor in _tensors(state):
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise ValueError(f"refusing to write a checkpoint: {where} holds NaN or inf")
+    check_finite_state(state)
     blob = {
         "format": CHECKPOINT_FORMAT,
         "config": asdict(cfg),
@@ -331,6 +327,23 @@ def save_checkpoint(
         **state,
     }
     return _atomic_save(blob, Path(path))
+
+
+def finish_quantization(opt: QuantOptimizer) -> float:
+    """The quantized fraction reached by training; hard-quantizes what is left when training
+    stopped before ``anneal_end``, so the exported weights are always on the levels."""
+    fraction = opt.quantized_fraction()
+    if fraction < 1.0:
+        opt.hard_quantize_()
+    return fraction
+
+
+def check_finite_state(state: dict[str, Any]) -> None:
+    """Refuse (``ValueError``, naming the tensor) to checkpoint NaN or inf, so that a diverged
+    run never replaces a good checkpoint."""
+    for where, tensor in _tensors(state):
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(f"refusing to write a checkpoint: {where} holds NaN or inf")
 
 
 def _atomic_save(blob: dict[str, Any], path: Path) -> Path:
