@@ -41,13 +41,25 @@ def nan_agnews(folder: Path) -> Path:
     return folder
 
 
+def mnist_model(path: Path) -> Path:
+    """A saved (untrained) global model of the MNIST 2NN, as ``fedgmt run`` writes them."""
+    from fedgmt import FedConfig
+    from fedgmt.checkpoint import save_model
+    from fedgmt.model import make_model
+
+    cfg = FedConfig(dataset="mnist", num_clients=2, min_partition_size=1)
+    return save_model(path, cfg, make_model(cfg, 784, 10).state_dict())
+
+
 def nan_data(tmp: Path) -> dict[str, tuple[list[str], str] | str]:
     mnist = str(nan_mnist(tmp / "mnist"))
     agnews = str(nan_agnews(tmp / "ag_news"))
+    model = str(mnist_model(tmp / "model.pt"))
     return {
         "run": (["--dataset", "mnist", "--data-dir", mnist, "--engine", "reference"], "--data-dir"),
         "compare": (["--dataset", "agnews", "--data-dir", agnews], "--data-dir"),
         "partition": (["--dataset", "mnist", "--data-dir", mnist], "--data-dir"),
         "check": (["--dataset", "agnews", "--data-dir", agnews], "--data-dir"),
+        "evaluate": (["--model", model, "--data-dir", mnist], "--data-dir"),
         "demo": "demo runs on the embedded scikit-learn digits data only (no data-path flag)",
     }

@@ -103,7 +103,7 @@ def test_bad_input_is_one_line_exit_2(argv, flag, needle, capsys, tmp_path):
 
 def test_data_dir_with_embedded_dataset_is_refused(tmp_path, capsys):
     assert main(["run", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
-    assert "argument --data-dir: is read only with --dataset mnist or agnews" in (
+    assert "argument --data-dir: is read only with --dataset mnist, agnews" in (
         capsys.readouterr().err
     )
 
@@ -147,6 +147,7 @@ def test_each_subcommand_has_its_own_file_and_none_is_replaced(tmp_path, capsys)
         "demo": "results.json",
         "partition": "partition.json",
         "check": "check.json",
+        "evaluate": "evaluate.json",
     }
     before = (tmp_path / "partition.json").read_text()
     capsys.readouterr()

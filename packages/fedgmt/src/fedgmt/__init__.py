@@ -7,6 +7,7 @@
 from importlib.metadata import version
 
 from .algorithms import (
+    ClientFailure,
     ClientReply,
     Payload,
     ServerState,
@@ -20,6 +21,7 @@ from .algorithms import (
 from .config import METHODS, FedConfig
 from .dataset import FederatedData, load_federated_data, partition
 from .guard import DivergenceError, UnstableDualError, check_stability
+from .methods import REGISTRY, Method, get_method
 from .metrics import History, evaluate
 from .reference import run_reference
 from .run import run
@@ -28,11 +30,14 @@ __version__ = version("fedgmt")
 
 __all__ = [
     "METHODS",
+    "REGISTRY",
+    "ClientFailure",
     "ClientReply",
     "DivergenceError",
     "FedConfig",
     "FederatedData",
     "History",
+    "Method",
     "Payload",
     "ServerState",
     "UnstableDualError",
@@ -40,6 +45,7 @@ __all__ = [
     "check_stability",
     "client_update",
     "evaluate",
+    "get_method",
     "init_server_state",
     "load_federated_data",
     "partition",

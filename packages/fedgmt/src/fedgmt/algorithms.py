@@ -9,7 +9,6 @@ Notation: ``w`` parameters (ordered ``named_parameters()``), ``e`` the EMA (traj
 from __future__ import annotations
 
 import copy
-import math
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -21,17 +20,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .config import DUAL_METHODS, METHODS, SAM_METHODS, FedConfig
-from .guard import DivergenceError, momentum_sum
+from .config import FedConfig
+from .guard import DivergenceError, local_steps
+from .methods import LocalRound, Method, get_method, kl_to_teacher, trajectory_kl
 
 __all__ = [
+    "ClientFailure",
     "ClientReply",
     "Params",
     "Payload",
     "ServerState",
+    "client_fails",
     "client_generator",
     "client_update",
     "init_server_state",
+    "kl_to_teacher",
     "sample_clients",
     "server_aggregate",
     "server_payload",
@@ -42,28 +45,8 @@ Params = dict[str, Tensor]
 Criterion = Callable[[Tensor, Tensor], Tensor]
 
 
-def _check_method(method: str) -> None:
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}: expected one of {', '.join(METHODS)}")
-
-
-def method_beta(method: str, cfg: FedConfig) -> float:
-    """beta of the dual for ``method`` (``inf``: no dual)."""
-    if method in DUAL_METHODS:
-        return float(cfg.beta)
-    return math.inf
-
-
-def method_uses_kl(method: str, cfg: FedConfig) -> bool:
-    return method in ("fedgmt", "fedgmt-kl") and cfg.gamma > 0
-
-
 def _clone(p: Params) -> Params:
     return {k: v.detach().clone() for k, v in p.items()}
-
-
-def _zeros_like(p: Params) -> Params:
-    return {k: torch.zeros_like(v) for k, v in p.items()}
 
 
 def param_names(model: nn.Module) -> list[str]:
@@ -107,12 +90,14 @@ class ServerState:
     c: Params | None = None
     h_server: dict[int, Params] = field(default_factory=dict)
     participations: dict[int, int] = field(default_factory=dict)
+    client_store: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Client states kept by the server (``dual_store='server'``: stateless clients)."""
 
     def params(self) -> Params:
         return {k: self.w[k] for k in self.names}
 
     def state_dict(self) -> dict[str, Any]:
-        """Checkpoint (w, e, H, c, h_server, round, lr, tallies)."""
+        """Checkpoint (w, e, H, c, h_server, client_store, round, lr, tallies)."""
         return copy.deepcopy(self.__dict__)
 
     @classmethod
@@ -134,26 +119,17 @@ def sample_clients(seed: int, round_t: int, num_clients: int, num_sampled: int) 
 
 
 # ---------------------------------------------------------------------------- client
-def trajectory_kl(z: Tensor, s: Tensor, tau: float) -> Tensor:
-    """``tau^2 * (1/B) sum_b KL(softmax(s_b/tau) || softmax(z_b/tau))`` (the client loss of FedGMT).
-
-    Its gradient w.r.t. ``z`` is ``tau * (softmax(z/tau) - softmax(s/tau)) / B``.
-    """
-    return kl_to_teacher(z, F.log_softmax(s / tau, dim=1), tau)
+class ClientFailure(RuntimeError):
+    """A client that drops out mid-round (simulated with ``fail_fraction``, or a real fault)."""
 
 
-def kl_to_teacher(z: Tensor, teacher_logp: Tensor, tau: float) -> Tensor:
-    """:func:`trajectory_kl` with the teacher given as log-probabilities ``log_softmax(s/tau)``."""
-    return (tau**2) * F.kl_div(
-        F.log_softmax(z / tau, dim=1), teacher_logp, reduction="batchmean", log_target=True
-    )
-
-
-@torch.no_grad()
-def _teacher_logp(teacher: nn.Module, x: Tensor, tau: float, chunk: int = 4096) -> Tensor:
-    return torch.cat(
-        [F.log_softmax(teacher(x[s : s + chunk]) / tau, dim=1) for s in range(0, len(x), chunk)]
-    )
+def client_fails(seed: int, round_t: int, partition_id: int, fail_fraction: float) -> bool:
+    """Whether client ``partition_id`` drops out in round ``t`` (Bernoulli(``fail_fraction``) keyed
+    on ``(seed, t, partition_id)``, so both engines and every method see the same failures)."""
+    if fail_fraction <= 0:
+        return False
+    rng = np.random.default_rng([int(seed), int(round_t), int(partition_id), 0xFA11])
+    return bool(rng.random() < fail_fraction)
 
 
 def _batches(
@@ -168,7 +144,7 @@ def _batches(
 
 
 def client_update(
-    method: str,
+    method: str | Method,
     model: nn.Module,
     data: tuple[Tensor, Tensor],
     payload: Payload,
@@ -179,21 +155,24 @@ def client_update(
     partition_id: int = 0,
     criterion: Criterion | None = None,
 ) -> ClientReply:
-    """Local training of one client: FedGMT's client update (the paper's client step, as in the
-    official code ``system/flcore/clients/clientgmt.py``) or a baseline's (FedSAM, FedDyn Alg. 1,
-    SCAFFOLD Alg. 1 option II, FedSpeed).
+    """Local training of one client, driven by the hooks of the method's object
+    (:mod:`fedgmt.methods`): FedGMT's client update (the official code
+    ``system/flcore/clients/clientgmt.py``) or a baseline's (FedSAM, FedDyn Alg. 1, SCAFFOLD Alg. 1
+    option II, FedSpeed).
 
-    Per batch: ``l = CE(z, y) + gamma tau^2 KL(softmax(s/tau) || softmax(z/tau))`` (FedGMT),
-    backward, then the parameter-only gradient terms are added right before the SGD step:
-    ``h_i / beta`` (dual), ``(1/beta)(w - w_t)`` (FedDyn/FedSpeed squared penalty),
-    ``prox (w - w_t)`` (FedGMT option) and ``c - c_i`` (SCAFFOLD). They are added in a step
-    pre-hook of the torch optimiser, so under DP-SGD they are added after Opacus' noise (3.7).
-    After training: ``h_i <- h_i + (w - w_t)``; SCAFFOLD option II updates ``c_i``.
+    Per batch: ``l = CE(z, y) + method.extra_loss`` (FedGMT: ``gamma tau^2 KL(softmax(s/tau) ||
+    softmax(z/tau))``), backward, ``method.after_backward`` (SAM), then the parameter-only gradient
+    terms of ``method.gradient_hook`` (``h_i / beta``, FedDyn's ``(1/beta)(w - w_t)``, ``prox``,
+    SCAFFOLD's ``c - c_i``) right before the SGD step. They are added in a step pre-hook of the
+    torch optimiser, so under DP-SGD they are added after Opacus' noise. After training
+    ``method.client_end`` updates the state (``h_i <- h_i + (w - w_t)``, SCAFFOLD's ``c_i``).
 
-    ``client_state`` is modified in place (keys ``h``, ``c_i``, ``ema``, ``participations``,
-    ``dp``). ``criterion(z, y)`` replaces cross-entropy (custom objectives, e.g. quadratics).
+    ``client_state`` (keys ``h``, ``c_i``, ``ema``, ``participations``, ``dp``) is updated only
+    when the round completes: a client that fails mid-round (:class:`ClientFailure`, simulated with
+    ``cfg.fail_fraction``) keeps its previous state. ``criterion(z, y)`` replaces cross-entropy
+    (custom objectives, e.g. quadratics).
     """
-    _check_method(method)
+    algo = get_method(method)
     t0 = time.perf_counter()
     crit: Criterion = criterion or F.cross_entropy
     x, y = data
@@ -203,64 +182,28 @@ def client_update(
     model.load_state_dict(payload.arrays)
     model.train()
     params: Params = dict(model.named_parameters())
-    w_t = _clone(params)
-    beta = method_beta(method, cfg)
-    dual = not math.isinf(beta)
     lr = float(payload.lr)
-
-    # --- teacher e_t (stop-gradient) -----------------------------------------------------
-    teacher: nn.Module | None = None
-    if method_uses_kl(method, cfg):
-        if cfg.ema_location == "client":
-            ema = client_state.get("ema")
-            ema = _clone(w_t) if ema is None else ema
-            ema = {k: cfg.ema_alpha * ema[k] + (1 - cfg.ema_alpha) * w_t[k] for k in ema}
-            client_state["ema"] = ema
-        else:
-            if payload.ema is None:
-                raise ValueError("fedgmt payload lacks the EMA model 'ema'")
-            ema = payload.ema
-        teacher = copy.deepcopy(model)
-        with torch.no_grad():
-            for k, p in teacher.named_parameters():
-                p.copy_(ema[k])
-                p.requires_grad_(False)
-        teacher.train(cfg.teacher_mode == "train")
-
-    # --- constant linear terms -----------------------------------------------------------
-    h: Params | None = None
-    if dual:
-        h = client_state.get("h") or _zeros_like(w_t)
-    c_diff: Params | None = None
-    c_i: Params | None = None
-    if method == "scaffold":
-        if payload.control is None:
-            raise ValueError("scaffold payload lacks the server control variate 'control'")
-        c_i = client_state.get("c_i") or _zeros_like(w_t)
-        c_diff = {k: payload.control[k] - c_i[k] for k in w_t}
-    dyn = method in ("feddyn", "fedspeed")
-    prox = cfg.prox if method == "fedgmt" else 0.0
-
-    def add_linear_terms(*_: Any) -> None:
-        with torch.no_grad():
-            for k, p in params.items():
-                if p.grad is None:
-                    p.grad = torch.zeros_like(p)
-                g = p.grad
-                if h is not None:
-                    g.add_(h[k], alpha=1.0 / beta)
-                if dyn:
-                    g.add_(p - w_t[k], alpha=1.0 / beta)
-                if prox > 0:
-                    g.add_(p - w_t[k], alpha=prox)
-                if c_diff is not None:
-                    g.add_(c_diff[k])
+    r = LocalRound(
+        model=model,
+        params=params,
+        w_t=_clone(params),
+        payload=payload,
+        cfg=cfg,
+        lr=lr,
+        state=dict(client_state),
+        partition_id=partition_id,
+        x=x,
+    )
+    algo.client_begin(r)
+    fail_at = None
+    if client_fails(cfg.seed, payload.round, partition_id, cfg.fail_fraction):
+        fail_at = max(1, local_steps(n, cfg.batch_size, cfg.local_epochs) // 2)
 
     # fresh optimiser every round: momentum restarts (as in the official code)
     opt = torch.optim.SGD(
         list(params.values()), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
     )
-    opt.register_step_pre_hook(add_linear_terms)
+    opt.register_step_pre_hook(lambda *_: algo.gradient_hook(r))
 
     train_module: nn.Module = model
     step_opt: torch.optim.Optimizer = opt
@@ -268,65 +211,56 @@ def client_update(
     if cfg.dp:
         from .dp import make_private  # optional dependency: fedgmt[dp]
 
-        dp_ctx = make_private(model, opt, x, y, cfg, client_state, generator)
+        dp_ctx = make_private(model, opt, x, y, cfg, r.state, generator)
         train_module, step_opt = dp_ctx.module, dp_ctx.optimizer
         batches: Iterable[tuple[Tensor, Tensor, Tensor | None]] = (
             (xb, yb, None) for xb, yb in dp_ctx.batches()
         )
-        teacher_all = None
     else:
         batches = _batches(x, y, cfg.batch_size, cfg.local_epochs, generator)
-        # The teacher e_t is frozen during the round, so its outputs on the client's data are
-        # computed once (one pass over n_i samples instead of one teacher forward per step).
-        teacher_all = _teacher_logp(teacher, x, cfg.tau) if teacher is not None else None
 
-    sam = method in SAM_METHODS
-    rho = cfg.rho
     steps, loss_sum, kl_sum = 0, 0.0, 0.0
-    for xb, yb, idx in batches:
-        if len(yb) == 0:
-            continue
-        step_opt.zero_grad(set_to_none=True)
-        z = train_module(xb)
-        loss = crit(z, yb)
-        if teacher is not None:
-            if teacher_all is not None and idx is not None:
-                t_logp = teacher_all[idx]
-            else:
-                t_logp = _teacher_logp(teacher, xb, cfg.tau)
-            kl = cfg.gamma * kl_to_teacher(z, t_logp, cfg.tau)
-            kl_sum += float(kl.detach())
-            loss = loss + kl
-        if not torch.isfinite(loss):
-            raise DivergenceError(
-                f"non-finite local loss at round {payload.round} step {steps + 1} on client "
-                f"{partition_id} (lr={lr:g}, beta={cfg.beta:g}); lower lr or raise beta"
-            )
-        loss.backward()
-        if sam:
-            _sam_gradient(model, params, crit, xb, yb, rho)
-        step_opt.step()
-        steps += 1
-        loss_sum += float(loss.detach())
+    try:
+        for xb, yb, idx in batches:
+            if len(yb) == 0:
+                continue
+            if fail_at is not None and steps >= fail_at:
+                raise ClientFailure(
+                    f"client {partition_id} dropped out at step {steps} of round {payload.round} "
+                    f"(simulated, fail_fraction={cfg.fail_fraction:g})"
+                )
+            step_opt.zero_grad(set_to_none=True)
+            z = train_module(xb)
+            loss = crit(z, yb)
+            extra = algo.extra_loss(r, z, xb, idx)
+            if extra is not None:
+                kl_sum += float(extra.detach())
+                loss = loss + extra
+            if not torch.isfinite(loss):
+                raise DivergenceError(
+                    f"non-finite local loss at round {payload.round} step {steps + 1} on client "
+                    f"{partition_id} (lr={lr:g}, beta={cfg.beta:g}); lower lr or raise beta"
+                )
+            loss.backward()
+            algo.after_backward(r, crit, xb, yb)
+            step_opt.step()
+            steps += 1
+            loss_sum += float(loss.detach())
+    except BaseException:
+        if dp_ctx is not None:
+            dp_ctx.close()  # the model is reused: drop Opacus' hooks
+        raise
 
     # --- after training -------------------------------------------------------------------
     with torch.no_grad():
-        delta = {k: params[k].detach() - w_t[k] for k in w_t}
-        if h is not None:
-            client_state["h"] = {k: h[k] + delta[k] for k in w_t}
-        control_delta = None
-        if c_i is not None and payload.control is not None:
-            # K_i * eta generalised to momentum SGD: eta * S(K_i, mu) (= K_i * eta when mu = 0)
-            k_eta = lr * momentum_sum(max(steps, 1), cfg.momentum)
-            c_plus = {k: c_i[k] - payload.control[k] - delta[k] / k_eta for k in w_t}
-            control_delta = {k: c_plus[k] - c_i[k] for k in w_t}
-            client_state["c_i"] = c_plus
-    client_state["participations"] = int(client_state.get("participations", 0)) + 1
+        delta = {k: params[k].detach() - r.w_t[k] for k in r.w_t}
+    control_delta = algo.client_end(r, delta, steps)
+    r.state["participations"] = int(r.state.get("participations", 0)) + 1
     metrics: dict[str, float] = {
         "num-examples": float(n),
         "partition-id": float(partition_id),
         "steps": float(steps),
-        "participations": float(client_state["participations"]),
+        "participations": float(r.state["participations"]),
         "train-loss": loss_sum / max(steps, 1),
         "kl-loss": kl_sum / max(steps, 1),
     }
@@ -334,69 +268,50 @@ def client_update(
         metrics["dp-epsilon"] = dp_ctx.finish()
     metrics["client-time"] = time.perf_counter() - t0
     arrays = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    client_state.clear()
+    client_state.update(r.state)  # commit: the round completed
     return ClientReply(partition_id, n, arrays, metrics, control_delta)
-
-
-def _sam_gradient(
-    model: nn.Module, params: Params, crit: Criterion, xb: Tensor, yb: Tensor, rho: float
-) -> None:
-    """Replace ``p.grad`` by the SAM gradient at ``w + rho g / (||g|| + 1e-12)`` (FedSAM)."""
-    with torch.no_grad():
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params.values()]
-        norm = torch.sqrt(torch.stack([(g * g).sum() for g in grads]).sum())
-        eps = [g * (rho / (norm + 1e-12)) for g in grads]
-        for p, e in zip(params.values(), eps):
-            p.add_(e)
-    for p in params.values():
-        p.grad = None
-    crit(model(xb), yb).backward()
-    with torch.no_grad():
-        for p, e in zip(params.values(), eps):
-            p.sub_(e)
 
 
 # ---------------------------------------------------------------------------- server
 def init_server_state(
-    method: str, cfg: FedConfig, w_1: dict[str, Tensor], names: Sequence[str]
+    method: str | Method, cfg: FedConfig, w_1: dict[str, Tensor], names: Sequence[str]
 ) -> ServerState:
-    """``e_1 = w_1``, ``H = 0``, ``c = 0`` (server initialisation)."""
-    _check_method(method)
+    """``e_1 = w_1``, ``H = 0``, ``c = 0`` (server initialisation; ``method.server_init``)."""
+    algo = get_method(method)
     w = {k: v.detach().clone() for k, v in w_1.items()}
-    names = list(names)
-    params = {k: w[k] for k in names}
-    state = ServerState(w=w, names=names, num_clients=cfg.num_clients, lr=cfg.lr)
-    if method_uses_kl(method, cfg) and cfg.ema_location == "server":
-        state.ema = _clone(params)
-    if not math.isinf(method_beta(method, cfg)):
-        state.H = _zeros_like(params)
-    if method == "scaffold":
-        state.c = _zeros_like(params)
+    state = ServerState(w=w, names=list(names), num_clients=cfg.num_clients, lr=cfg.lr)
+    algo.server_init(state, cfg)
     return state
 
 
-def server_payload(method: str, state: ServerState) -> Payload:
-    """Payload of round ``state.round``: ``(w_t, e_t, c, eta_t)``."""
-    return Payload(arrays=state.w, lr=state.lr, round=state.round, ema=state.ema, control=state.c)
+def server_payload(method: str | Method, state: ServerState) -> Payload:
+    """Payload of round ``state.round``: ``(w_t, eta_t)`` plus the method's extras (``e_t``, ``c``)."""
+    extras = get_method(method).payload_extras(state)
+    return Payload(arrays=state.w, lr=state.lr, round=state.round, **extras)
 
 
 def server_aggregate(
-    method: str, state: ServerState, replies: Sequence[ClientReply], cfg: FedConfig
+    method: str | Method, state: ServerState, replies: Sequence[ClientReply], cfg: FedConfig
 ) -> dict[str, float]:
     """One server round, in place on ``state`` (FedGMT: the official
     ``system/flcore/servers/servergmt.py``; FedDyn Alg. 1; SCAFFOLD Alg. 1).
 
-    ``w_bar = sum_i p_i w_i``; dual methods: ``H += sum_i (w_i - w_t)``, ``w_{t+1} = w_bar + H/N``
-    (``dual_average='active'``: ``+ (1/m) sum_{i in S_t} h_i``); SCAFFOLD:
-    ``w_{t+1} = w_t + eta_g (w_bar - w_t)``, ``c += (1/N) sum_i Delta c_i``; FedGMT:
-    ``e_{t+1} = alpha e_t + (1 - alpha) w_{t+1}`` (parameters only); ``eta_{t+1} = d eta_t``.
+    ``w_bar = sum_i p_i w_i`` over the replies that arrived; then ``method.server_update``: dual
+    methods ``H += sum_i (w_i - w_t)``, ``w_{t+1} = w_bar + H/N``; SCAFFOLD
+    ``w_{t+1} = w_t + eta_g (w_bar - w_t)``, ``c += (1/N) sum_i Delta c_i``; FedGMT also
+    ``e_{t+1} = alpha e_t + (1 - alpha) w_{t+1}`` (parameters only). Always ``eta_{t+1} = d eta_t``.
+    A round in which no client replied leaves the model and every server state unchanged.
 
     Raises:
-        ValueError: no replies, or duplicate partition ids.
+        ValueError: duplicate partition ids.
         DivergenceError: non-finite ``w_{t+1}`` or ``H``.
     """
-    _check_method(method)
+    algo = get_method(method)
     if not replies:
-        raise ValueError(f"round {state.round}: no client replies to aggregate")
+        state.round += 1
+        state.lr *= cfg.lr_decay
+        return {"num-clients": 0.0, "client-time": 0.0, "train-loss": 0.0}
     replies = sorted(replies, key=lambda r: r.partition_id)
     pids = [r.partition_id for r in replies]
     if len(set(pids)) != len(pids):
@@ -418,40 +333,7 @@ def server_aggregate(
             acc += p_i * r.arrays[k]
         w_bar[k] = acc
 
-    beta = method_beta(method, cfg)
-    if method == "scaffold":
-        w_next = {
-            k: (w_t[k] + cfg.server_lr * (w_bar[k] - w_t[k]))
-            if torch.is_floating_point(w_t[k])
-            else w_bar[k]
-            for k in w_t
-        }
-        assert state.c is not None
-        for r in replies:
-            if r.control_delta is None:
-                raise ValueError(f"scaffold reply of client {r.partition_id} lacks control-delta")
-            for k in state.names:
-                state.c[k] += r.control_delta[k] / state.num_clients
-    else:
-        w_next = w_bar
-    if not math.isinf(beta):
-        assert state.H is not None
-        for r in replies:
-            d = {k: r.arrays[k] - w_t[k] for k in state.names}
-            for k in state.names:
-                state.H[k] += d[k]
-            if cfg.dual_average == "active":
-                prev = state.h_server.get(r.partition_id) or _zeros_like(d)
-                state.h_server[r.partition_id] = {k: prev[k] + d[k] for k in d}
-        for k in state.names:
-            if cfg.dual_average == "active":
-                corr = sum(state.h_server[i][k] for i in pids) / len(pids)
-            else:
-                corr = state.H[k] / state.num_clients
-            w_next[k] = w_next[k] + corr
-    if state.ema is not None:
-        a = cfg.ema_alpha
-        state.ema = {k: a * state.ema[k] + (1 - a) * w_next[k] for k in state.names}
+    w_next = algo.server_update(state, replies, w_bar, cfg)
 
     for k, v in w_next.items():
         if torch.is_floating_point(v) and not torch.isfinite(v).all():

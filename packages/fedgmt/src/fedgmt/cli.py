@@ -1,4 +1,4 @@
-"""Command line: ``fedgmt run | compare | demo | partition | check``.
+"""Command line: ``fedgmt run | compare | demo | partition | check | evaluate``.
 
 Built on the repository's CLI contract (``fedgmt._contract``): every subcommand is declared once in
 :func:`build_cli`, every value is validated by its flag, bad input is one line on stderr with exit
@@ -8,6 +8,10 @@ code 2, each subcommand writes its own results file in ``--out`` and never repla
 
 Exit codes: 0 success, 2 bad input, 3 a run diverged (``run``/``compare``/``demo``) or ``check``
 found the dual unstable, 1 an internal error (with its traceback).
+
+``run`` checkpoints every run after each completed round (``<out>/checkpoints/``) and saves the
+final global models (``<out>/models/``); ``run --resume DIR`` continues the runs checkpointed in
+``DIR``; ``evaluate --model FILE`` scores a saved global model (or a checkpoint's).
 """
 
 from __future__ import annotations
@@ -43,22 +47,12 @@ from ._contract import (
     table,
     unit_interval,
 )
-from .config import DATASETS, METHODS, PARTITIONS, FedConfig
+from .config import DATASETS, METHODS, PARTITIONS, FedConfig, available_presets, preset_values
 
-__all__ = ["PRESETS", "build_cli", "main", "resolve_configs"]
+__all__ = ["build_cli", "main", "resolve_configs"]
 
-PRESETS: dict[str, dict[str, Any]] = {
-    "digits-demo": {},
-    "mnist-dir01": {
-        "dataset": "mnist", "num_clients": 100, "fraction_train": 0.1, "num_rounds": 200,
-        "batch_size": 50, "local_epochs": 1, "min_partition_size": 10, "beta": 100.0,
-    },
-    "agnews-dir01": {
-        "dataset": "agnews", "num_clients": 20, "fraction_train": 0.25, "num_rounds": 60,
-        "local_epochs": 2, "lr": 0.1, "batch_size": 32, "beta": 100.0,
-    },
-}  # fmt: skip
-"""Named settings (mirrored in ``conf/*.toml`` for ``flwr run``); --config and flags win."""
+TEXT_DATASETS = ("agnews", "agnews-minilm")
+DATA_DATASETS = ("mnist", *TEXT_DATASETS)
 
 DIVERGED = 3
 """Exit code of a run that finished but diverged (and of ``check`` with an unstable verdict)."""
@@ -86,7 +80,8 @@ _FIELDS: dict[str, tuple[str, dict[str, Any], str]] = {
         "data_dir",
         {"type": existing_path("dir"), "metavar": "DIR"},
         "folder of the real data: the MNIST IDX files or the AG News test.csv "
-        "(read for --dataset mnist/agnews; default $ICML25_DATA/mnist/raw or .../ag_news)",
+        "(read for --dataset mnist/agnews/agnews-minilm; default $ICML25_DATA/mnist/raw or "
+        ".../ag_news)",
     ),
     "--max-train-samples": (
         "max_train_samples",
@@ -137,6 +132,31 @@ _FIELDS: dict[str, tuple[str, dict[str, Any], str]] = {
     "--ema-location": ("ema_location", {"choices": ("server", "client")}, "where the EMA is kept"),
     "--rho": ("rho", {"type": nonneg_float()}, "SAM radius rho (fedsam, fedspeed)"),
     "--server-lr": ("server_lr", {"type": positive_float()}, "SCAFFOLD server learning rate"),
+    # faults and state
+    "--fail-fraction": (
+        "fail_fraction",
+        {"type": unit_interval(high_open=True)},
+        "simulated dropout: each sampled client fails mid-round with this probability (its "
+        "update is lost, its state kept); 0 = off",
+    ),
+    "--dual-store": (
+        "dual_store",
+        {"choices": ("client", "server")},
+        "where client duals/control variates live: in the client (Flower context.state) or on "
+        "the server, sent with each message (stateless clients)",
+    ),
+    "--round-timeout": (
+        "round_timeout",
+        {"type": positive_float()},
+        "Flower: seconds to wait for a round's replies; a client that has not replied by then "
+        "is left out of the round",
+    ),
+    "--val-fraction": (
+        "val_fraction",
+        {"type": unit_interval(high_open=True)},
+        "hold out this stratified fraction of the training data as a validation split "
+        "(model selection; the test set is untouched)",
+    ),
     # run
     "--fraction": (
         "fraction_train",
@@ -158,6 +178,13 @@ _FIELDS: dict[str, tuple[str, dict[str, Any], str]] = {
     ),
     # differential privacy
     "--dp-noise": ("dp_noise", {"type": nonneg_float()}, "DP noise multiplier sigma"),
+    "--central-dp": (
+        "central_dp",
+        {"choices": ("none", "server-fixed-clipping")},
+        "Flower engine: wrap the strategy in Flower's DifferentialPrivacyServerSideFixedClipping "
+        "(noise --dp-noise, clip --dp-clip; no accountant); refused for methods whose server "
+        "state re-adds un-noised client updates (fedgmt, feddyn, fedspeed, scaffold)",
+    ),
     "--dp-clip": ("dp_clip", {"type": positive_float()}, "DP per-sample clipping norm C"),
     "--dp-delta": (
         "dp_delta",
@@ -196,9 +223,10 @@ def _add_fields(parser: argparse.ArgumentParser, flags: Sequence[str]) -> None:
 def _add_preset(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--preset",
-        choices=list(PRESETS),
+        choices=available_presets(),
         default=None,
-        help="named settings (see conf/*.toml); --config and flags override them (default: none)",
+        help="named settings, the files conf/<name>.toml that `flwr run --run-config` also reads; "
+        "--config and flags override them (default: none)",
     )
 
 
@@ -242,7 +270,11 @@ def build_cli() -> CLI:
         "run",
         _run,
         help="run one or more methods (Flower simulation engine by default)",
-        writes=("results.json", "accuracy.png"),
+        description="Run one or more methods x seeds. Every run is checkpointed after each "
+        "completed round in <out>/checkpoints/ (global model, EMA, H, duals, RNG, DP accountants) "
+        "and its final global model is saved in <out>/models/; --resume DIR continues the runs "
+        "of DIR from their last completed round (the result equals the uninterrupted run).",
+        writes=_run_writes,
     )
     _add_strategy(p, "fedgmt")
     _add_engine(p, "flower")
@@ -250,6 +282,15 @@ def build_cli() -> CLI:
     _add_preset(p)
     _add_fields(p, ALL_FIELDS)
     _add_run_switches(p)
+    p.add_argument(
+        "--resume",
+        type=existing_path("dir"),
+        default=None,
+        metavar="DIR",
+        help="continue the runs checkpointed in DIR (a previous --out) from their last completed "
+        "round, with DIR's configuration; only --rounds (to extend), --engine, --on-divergence "
+        "and --quiet may be given besides (default: off)",
+    )
 
     p = cli.command(
         "compare",
@@ -286,6 +327,28 @@ def build_cli() -> CLI:
     _add_fields(p, (*DATA, *PARTITION))
     p.add_argument(
         "--stats", action="store_true", help="print every client's size and labels (default: off)"
+    )
+
+    p = cli.command(
+        "evaluate",
+        _evaluate,
+        help="score a saved global model (<out>/models/*.pt of run, or a checkpoint) on the test "
+        "split",
+    )
+    p.add_argument(
+        "--model",
+        type=existing_path("file"),
+        default=None,
+        metavar="FILE",
+        help="the saved global model or checkpoint (required); its configuration rebuilds the "
+        "architecture and the data split",
+    )
+    p.add_argument(
+        "--data-dir",
+        type=existing_path("dir"),
+        default=None,
+        metavar="DIR",
+        help="folder of the real data, if not where the model was trained (default: the model's)",
     )
 
     p = cli.command(
@@ -339,7 +402,7 @@ def resolve_configs(
     values: dict[str, Any] = dict(base or {})
     preset = getattr(args, "preset", None)
     if preset:
-        values.update(PRESETS[preset])
+        values.update(preset_values(preset))
     for flag, (field, _, _) in _FIELDS.items():
         value = getattr(args, _dest(flag), None)
         if value is not None:
@@ -362,9 +425,10 @@ def resolve_configs(
                 ) from None
             raise UsageError("--dp" if "dp" in text else "--strategy", text) from None
     cfg = configs[0]
-    if getattr(args, "data_dir", None) is not None and cfg.dataset not in ("mnist", "agnews"):
+    if getattr(args, "data_dir", None) is not None and cfg.dataset not in DATA_DATASETS:
         raise UsageError(
-            "--data-dir", f"is read only with --dataset mnist or agnews, not {cfg.dataset}"
+            "--data-dir",
+            f"is read only with --dataset {', '.join(DATA_DATASETS)}, not {cfg.dataset}",
         )
     return configs
 
@@ -454,7 +518,13 @@ def _execute(
     engine: str,
     plot: Path,
     data: Any,
+    *,
+    store: Path | None = None,
+    resume: bool = False,
 ) -> Report:
+    """Run every method x seed. With ``store`` (a folder): checkpoint each run after every round
+    in ``store/checkpoints/`` and save its final global model in ``store/models/``; with
+    ``resume`` continue the checkpointed runs."""
     from .run import run
 
     info = _describe_data(configs[0], data)
@@ -466,7 +536,16 @@ def _execute(
         warnings.filterwarnings("ignore", message=".*Full backward hook.*")
         for seed in seeds:
             for cfg in configs:
-                h = run(cfg.replace(seed=seed), engine=engine, progress=not args.quiet)
+                run_cfg = cfg.replace(seed=seed)
+                name = f"{cfg.method}-seed{seed}"
+                ckpt = store / "checkpoints" / f"{name}.pt" if store is not None else None
+                h = run(
+                    run_cfg, engine=engine, progress=not args.quiet, checkpoint=ckpt, resume=resume
+                )
+                if store is not None and h.final_arrays is not None:
+                    from .checkpoint import save_model
+
+                    save_model(store / "models" / f"{name}.pt", run_cfg, h.final_arrays)
                 runs.append(
                     {
                         "method": cfg.method,
@@ -538,6 +617,7 @@ def _execute(
         "data": info,
         "diverged": bool(diverged),
         "diverged_runs": diverged,
+        "failures": sum(len(r.get("failures", [])) for r in runs),
         "summary": summary,
         "runs": runs,
     }
@@ -578,11 +658,125 @@ def _seeds(args: argparse.Namespace) -> list[int]:
     return list(dict.fromkeys(args.seeds)) if args.seeds else [int(args.seed)]
 
 
+def _run_writes(args: argparse.Namespace) -> tuple[str, ...]:
+    """Files of ``run`` in --out: results, plot, and (unless resuming into the same folder) the
+    checkpoint and model folders, which are never replaced without --overwrite."""
+    files = ("results.json", "accuracy.png")
+    resume = getattr(args, "resume", None)
+    if resume is not None and Path(resume).resolve() == Path(args.out).resolve():
+        return files
+    return (*files, "checkpoints", "models")
+
+
+_RESUME_FLAGS = ("--rounds", "--engine", "--on-divergence")
+
+
+def _resume_configs(args: argparse.Namespace) -> tuple[list[FedConfig], list[int], str]:
+    """Configs, seeds and engine of the runs checkpointed in ``--resume DIR``."""
+    from .checkpoint import load_checkpoint
+
+    folder = Path(args.resume) / "checkpoints"
+    files = sorted(folder.glob("*.pt")) if folder.is_dir() else []
+    if not files:
+        raise UsageError("--resume", f"{display_path(folder)} holds no checkpoints (*.pt)")
+    given = [
+        flag
+        for flag in (*_FIELDS, "--strategy", "--seeds", "--preset", "--dp", "--allow-unstable")
+        if flag not in _RESUME_FLAGS and getattr(args, _dest(flag), None) not in (None, False)
+    ]
+    if given:
+        raise UsageError(
+            given[0],
+            "cannot be combined with --resume (the configuration comes from the checkpoints; "
+            f"only {', '.join(_RESUME_FLAGS)} may be given)",
+        )
+    configs: dict[str, FedConfig] = {}
+    seeds: list[int] = []
+    with blame("--resume"):
+        for f in files:
+            ck = load_checkpoint(f)
+            configs.setdefault(ck.cfg.method, ck.cfg)
+            if ck.cfg.seed not in seeds:
+                seeds.append(ck.cfg.seed)
+    engine = args.engine or "reference"
+    changes: dict[str, Any] = {}
+    if args.rounds is not None:
+        changes["num_rounds"] = int(args.rounds)
+    if args.on_divergence is not None:
+        changes["on_divergence"] = args.on_divergence
+    from .methods import REGISTRY
+
+    order = list(REGISTRY)
+    out = [
+        c.replace(**changes) for _, c in sorted(configs.items(), key=lambda kv: order.index(kv[0]))
+    ]
+    if engine == "flower" and out[0].dual_store != "server":
+        raise UsageError(
+            "--engine",
+            "flower can resume only runs with --dual-store server (with client-held duals the "
+            "state lived in the SuperNodes); resume with --engine reference",
+        )
+    return out, seeds, engine
+
+
 def _run(args: argparse.Namespace) -> Report:
+    store = Path(args.out)
+    if args.resume is not None:
+        configs, seeds, engine = _resume_configs(args)
+        if store.resolve() != Path(args.resume).resolve():  # continue into a new folder
+            import shutil
+
+            shutil.copytree(Path(args.resume) / "checkpoints", store / "checkpoints")
+        data = _preflight(args, configs)
+        return _execute(
+            args, configs, seeds, engine, store / "accuracy.png", data, store=store, resume=True
+        )
     configs = resolve_configs(args, _methods(args, [_DEFAULTS.method]))
     data = _preflight(args, configs)
     return _execute(
-        args, configs, _seeds(args), args.engine or "flower", Path(args.out) / "accuracy.png", data
+        args, configs, _seeds(args), args.engine or "flower", store / "accuracy.png", data,
+        store=store,
+    )  # fmt: skip
+
+
+def _evaluate(args: argparse.Namespace) -> Report:
+    from .checkpoint import load_model
+    from .metrics import evaluate
+    from .model import make_model
+
+    if args.device != "cpu":
+        raise UsageError("--device", f"only cpu is implemented, got {args.device!r}")
+    if args.model is None:
+        raise UsageError("--model", "is required: a saved global model or checkpoint (.pt)")
+    with blame("--model"):
+        cfg, state_dict = load_model(args.model)
+    if args.data_dir is not None:
+        if cfg.dataset not in DATA_DATASETS:
+            raise UsageError(
+                "--data-dir", f"the model was trained on the embedded {cfg.dataset} data"
+            )
+        cfg = cfg.replace(data_dir=str(args.data_dir))
+    data = _load(cfg)
+    model = make_model(cfg, data.input_dim, data.num_classes, data.vocab_size)
+    with blame("--model"):
+        model.load_state_dict(state_dict)
+    acc, loss = evaluate(model, data.x_test, data.y_test)
+    info = _describe_data(cfg, data)
+    say(args, f"data: {info['text']}")
+    text = table(
+        [[cfg.method, f"{100 * acc:.2f}", f"{loss:.4f}"]], ["method", "test acc %", "loss"]
+    )
+    return Report(
+        {
+            "model": display_path(args.model),
+            "method": cfg.method,
+            "test_accuracy": acc,
+            "test_loss": loss,
+            "test_samples": len(data.y_test),
+            "data": info,
+            "fed_config": cfg.to_dict(),
+        },
+        table=text,
     )
 
 

@@ -1,6 +1,7 @@
 """Flower ClientApp (Message API): ``@app.train()`` runs :func:`fedgmt.algorithms.client_update`,
 ``@app.query()`` answers the server's handshake. Per-client state (dual ``h_i``, SCAFFOLD ``c_i``,
-client EMA, DP accountant history) lives in ``context.state``.
+client EMA, DP accountant history) lives in ``context.state`` (``dual_store='client'``) or travels
+with each message (``dual_store='server'``: the server keeps it, the client is stateless).
 
 The whole :class:`~fedgmt.config.FedConfig` travels in each message's ``config`` record, and the
 node's partition comes from ``context.node_config["partition-id"]``.
@@ -20,6 +21,8 @@ from .config import FedConfig
 from .dataset import load_federated_data
 from .model import make_model
 from .records import (
+    STATE_PREFIX,
+    carries_client_state,
     config_from_record,
     from_record,
     load_client_state,
@@ -86,7 +89,15 @@ def client_handlers(
             if "control" in content.array_records
             else None,
         )
-        client_state = load_client_state(context.state)
+        # dual_store='server': the message carries this client's state (a stateless client);
+        # else it lives in context.state. A client that raises (a failure mid-round) replies with
+        # an error and leaves its state as it was.
+        carried = carries_client_state(content)
+        client_state = (
+            load_client_state(content, STATE_PREFIX)
+            if carried
+            else load_client_state(context.state)
+        )
         reply = core.client_update(
             cfg.method,
             model_fn(cfg),
@@ -97,11 +108,14 @@ def client_handlers(
             core.client_generator(cfg.seed, t, pid),
             partition_id=pid,
         )
-        save_client_state(context.state, client_state)
         metrics = MetricRecord(dict(reply.metrics))  # type: ignore[arg-type]
         out = RecordDict({"arrays": to_record(reply.arrays), "metrics": metrics})
         if reply.control_delta is not None:
             out["control-delta"] = to_record(reply.control_delta)
+        if carried:
+            save_client_state(out, client_state, STATE_PREFIX)
+        else:
+            save_client_state(context.state, client_state)
         return Message(out, reply_to=msg)
 
     return query, train

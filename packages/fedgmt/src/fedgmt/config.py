@@ -8,14 +8,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib as _toml
+else:  # pragma: no cover - Python 3.10: tomli (a dependency of flwr)
+    import tomli as _toml
+
+from .methods import REGISTRY, get_method
+
 METHODS = ("fedgmt", "fedgmt-kl", "fedavg", "fedsam", "feddyn", "scaffold", "fedspeed")
-"""Supported methods. ``fedgmt-kl`` is FedGMT with the dual off (beta = inf)."""
-DATASETS = ("digits", "mnist", "agnews", "synthetic")
+"""Built-in methods (one class each in :mod:`fedgmt.methods`). ``fedgmt-kl`` is FedGMT with the
+dual off (beta = inf). Further :class:`fedgmt.methods.Method` subclasses are accepted too."""
+assert set(METHODS) <= set(REGISTRY)
+DATASETS = ("digits", "mnist", "agnews", "agnews-minilm", "synthetic")
 PARTITIONS = ("dirichlet", "iid", "shards")
-SAM_METHODS = ("fedsam", "fedspeed")
+SAM_METHODS = tuple(m for m in METHODS if not REGISTRY[m].dp_ok)
 DUAL_METHODS = ("fedgmt", "feddyn", "fedspeed")
 
 
@@ -72,7 +83,13 @@ class FedConfig:
     dp_noise: float = 1.0
     dp_clip: float = 1.0
     dp_delta: float = 1e-5
+    central_dp: str = "none"
+    # faults and state
+    fail_fraction: float = 0.0
+    dual_store: str = "client"
+    round_timeout: float = 3600.0
     # misc
+    val_fraction: float = 0.0
     client_threads: int = 1
     last_k: int = 10
 
@@ -90,7 +107,8 @@ class FedConfig:
             if getattr(self, name) not in options:
                 raise bad(name, "one of " + ", ".join(options))
 
-        choice("method", METHODS)
+        if self.method not in REGISTRY:
+            raise bad("method", "one of " + ", ".join(REGISTRY))
         choice("dataset", DATASETS)
         choice("partition", PARTITIONS)
         choice("model", ("auto", "mlp", "cnn"))
@@ -99,6 +117,25 @@ class FedConfig:
         choice("teacher_mode", ("eval", "train"))
         choice("aggregation_weights", ("samples", "uniform"))
         choice("on_divergence", ("stop", "raise", "warn"))
+        choice("dual_store", ("client", "server"))
+        choice("central_dp", ("none", "server-fixed-clipping"))
+        if self.central_dp != "none":
+            if not get_method(self.method).central_dp_ok:
+                raise bad(
+                    "central_dp",
+                    f"none for method {self.method}: a central-DP wrapper noises only the "
+                    "aggregate, while this method's server state (the dual sum H or SCAFFOLD's "
+                    "control variate) re-adds un-noised client updates; use fedgmt-kl, fedavg or "
+                    "fedsam, or local DP-SGD (--dp)",
+                )
+            if self.dual_store != "client" or self.dp:
+                raise bad("central_dp", "none together with dual_store=server or local dp")
+        if not (0.0 <= self.fail_fraction < 1.0):
+            raise bad("fail_fraction", "a fraction in [0, 1)")
+        if not (0.0 <= self.val_fraction < 1.0):
+            raise bad("val_fraction", "a fraction in [0, 1)")
+        if not (math.isfinite(self.round_timeout) and self.round_timeout > 0):
+            raise bad("round_timeout", "a finite number of seconds > 0")
         if self.model == "cnn" and self.dataset != "mnist":
             raise bad("model", "auto or mlp for this dataset (the CNN takes 28x28 MNIST images)")
         for name in ("num_clients", "num_rounds", "batch_size", "local_epochs", "client_threads"):
@@ -139,7 +176,7 @@ class FedConfig:
         if self.max_train_samples is not None and self.max_train_samples < 1:
             raise bad("max_train_samples", "an integer >= 1 or None")
         if self.dp:
-            if self.method in SAM_METHODS:
+            if not get_method(self.method).dp_ok:
                 raise ValueError(
                     "dp is not supported for SAM-based methods "
                     "(the ascent step would use a non-private gradient)"
@@ -155,14 +192,12 @@ class FedConfig:
     @property
     def effective_beta(self) -> float:
         """beta used by the dual; ``inf`` (dual off) for fedgmt-kl and the non-dual methods."""
-        if self.method == "fedgmt-kl" or self.method not in DUAL_METHODS:
-            return math.inf
-        return float(self.beta)
+        return get_method(self.method).beta(self)
 
     @property
     def uses_kl(self) -> bool:
         """True when the trajectory KL term (and so the EMA teacher) is active."""
-        return self.method in ("fedgmt", "fedgmt-kl") and self.gamma > 0
+        return get_method(self.method).uses_kl(self)
 
     @property
     def num_sampled(self) -> int:
@@ -220,3 +255,72 @@ def _coerce(type_name: Any, value: Any) -> Any:
     if t.startswith("str"):
         return str(value)
     return value
+
+
+# ---------------------------------------------------------------------------- presets
+def _field_name(key: str) -> str:
+    name = key.replace("-", "_")
+    return "num_rounds" if name == "num_server_rounds" else name
+
+
+def conf_dir() -> Path:
+    """The folder of the preset files ``conf/*.toml`` (shipped in the wheel as ``fedgmt/conf``;
+    ``conf/`` at the package root in a source checkout, which is also the Flower app folder)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "conf", here.parents[1] / "conf"):
+        if candidate.is_dir():
+            return candidate
+    return here / "conf"
+
+
+def available_presets() -> list[str]:
+    """Names of the presets (``conf/<name>.toml``)."""
+    return sorted(p.stem for p in conf_dir().glob("*.toml"))
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """The ``FedConfig`` fields set by preset ``name`` (the run-config keys of
+    ``conf/<name>.toml``, e.g. ``num-server-rounds``, mapped to field names and types).
+
+    The same file is what ``flwr run <app> --run-config conf/<name>.toml`` reads.
+    """
+    path = conf_dir() / f"{name}.toml"
+    if not path.is_file():
+        raise ValueError(
+            f"invalid preset={name!r}: expected one of {', '.join(available_presets())}"
+        )
+    with open(path, "rb") as fh:
+        raw = _toml.load(fh)
+    names = {f.name: f for f in fields(FedConfig)}
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name_ = _field_name(key)
+        if name_ not in names:
+            if key in FLOWER_ONLY_KEYS:
+                continue
+            raise ValueError(f"{path.name}: unknown key {key!r}")
+        out[name_] = _coerce(names[name_].type, value)
+    return out
+
+
+FLOWER_ONLY_KEYS = ("preset", "out-dir", "server-eval", "resume")
+"""Run-config keys of the Flower app that are not ``FedConfig`` fields."""
+
+
+def config_from_flower_run_config(run_config: dict[str, Any]) -> FedConfig:
+    """``FedConfig`` of a ``flwr run``: the defaults, then ``preset`` (``conf/<preset>.toml``),
+    then every run-config value that differs from the default (Flower fills the run config with
+    the defaults of ``[tool.flwr.app.config]``, which equal ``FedConfig()``'s, so a value given on
+    the command line that equals the default cannot override a preset's)."""
+    preset = str(run_config.get("preset", "") or "")
+    values: dict[str, Any] = preset_values(preset) if preset else {}
+    defaults = FedConfig()
+    names = {f.name: f for f in fields(FedConfig)}
+    for key, value in run_config.items():
+        name_ = _field_name(key)
+        if name_ not in names:
+            continue
+        coerced = _coerce(names[name_].type, value)
+        if name_ not in values or coerced != getattr(defaults, name_):
+            values[name_] = coerced
+    return FedConfig(**values)

@@ -58,13 +58,17 @@ class DPContext:
             "mechanism": self.engine.accountant.mechanism(),
         }
         eps = float(self.engine.accountant.get_epsilon(self.delta)) if hist else 0.0
+        self.close()
+        return eps
+
+    def close(self) -> None:
+        """Detach Opacus' hooks from the (reused) model."""
         close = getattr(self.module, "_close", None)
         if callable(close):
             close()
         for p in self.module.parameters():
             if hasattr(p, "grad_sample"):
                 p.grad_sample = None
-        return eps
 
 
 def make_private(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -11,18 +12,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 __all__ = ["History", "evaluate"]
-
-# forward / backward passes per local step (FedGMT: one extra no-grad forward of the EMA teacher)
-PASSES = {
-    "fedavg": (1, 1),
-    "feddyn": (1, 1),
-    "scaffold": (1, 1),
-    "fedgmt": (2, 1),
-    "fedgmt-kl": (2, 1),
-    "fedsam": (2, 2),
-    "fedspeed": (2, 2),
-}
-MODELS_MOVED = {"fedgmt": (2, 1), "fedgmt-kl": (2, 1), "scaffold": (2, 2)}
 
 
 @torch.no_grad()
@@ -53,6 +42,9 @@ class History:
     dp_epsilon_mean: list[float] = field(default_factory=list)
     dp_epsilon_client: list[dict[int, float]] = field(default_factory=list)
     sampled: list[list[int]] = field(default_factory=list)
+    val_accuracy: list[float] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    """Clients that failed or did not reply: ``{"round", "partition_id", "reason"}``."""
     diverged: bool = False
     diverged_at_round: int | None = None
     divergence_reason: str | None = None
@@ -72,5 +64,19 @@ class History:
     def median_client_time(self) -> float:
         return float(statistics.median(self.client_time)) if self.client_time else float("nan")
 
+    def last_k_val_accuracy(self, k: int = 10) -> float:
+        """Mean validation accuracy over the last ``k`` rounds (model selection; nan without a
+        validation split)."""
+        acc = self.val_accuracy[-k:]
+        return float(sum(acc) / len(acc)) if acc else float("nan")
+
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "final_arrays"}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> History:
+        """Inverse of :meth:`to_dict` (checkpoints); unknown keys are ignored."""
+        names = {f.name for f in fields(cls)}
+        hist = cls(**{k: copy.deepcopy(v) for k, v in d.items() if k in names})
+        hist.dp_epsilon_client = [{int(k): v for k, v in e.items()} for e in hist.dp_epsilon_client]
+        return hist

@@ -1,5 +1,6 @@
 """Models: digits MLP, MNIST 2NN (McMahan et al. 2017) / CNN (the official FL-SAM CIFAR CNN shape),
-fastText-shaped AG News model (the official code's, with a masked mean)."""
+fastText-shaped AG News model (the official code's, with a masked mean), and an MLP head on frozen
+all-MiniLM-L6-v2 sentence embeddings (``agnews-minilm``)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ def make_model(
             model = CNN(num_classes)
         elif cfg.dataset == "mnist":
             model = MLP(input_dim, (200, 200), num_classes)
+        elif cfg.dataset == "agnews-minilm":  # frozen 384-d sentence embeddings -> small MLP head
+            model = MLP(input_dim, (64,), num_classes)
         elif cfg.dataset == "synthetic":
             model = MLP(input_dim, (), num_classes)
         else:

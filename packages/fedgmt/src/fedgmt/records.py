@@ -32,19 +32,27 @@ def config_from_record(record: ConfigRecord) -> FedConfig:
 
 
 _ARRAY_KEYS = ("h", "c_i", "ema")
+STATE_PREFIX = "client-state."
+"""Prefix of the client-state records a message carries with ``dual_store='server'``."""
 
 
-def load_client_state(state: RecordDict) -> dict[str, Any]:
-    """``context.state`` -> the plain dict :func:`fedgmt.algorithms.client_update` uses."""
+def carries_client_state(content: RecordDict) -> bool:
+    """True when a train message or reply carries the client's state (``dual_store='server'``)."""
+    return STATE_PREFIX + "fedgmt-meta" in content.config_records
+
+
+def load_client_state(state: RecordDict, prefix: str = "") -> dict[str, Any]:
+    """``context.state`` (or a message's ``client-state.*`` records with ``prefix``) -> the plain
+    dict :func:`fedgmt.algorithms.client_update` uses."""
     out: dict[str, Any] = {}
     for key in _ARRAY_KEYS:
-        if key in state.array_records:
-            out[key] = from_record(state.array_records[key])
-    if "fedgmt-meta" in state.config_records:
-        meta: dict[str, Any] = dict(state.config_records["fedgmt-meta"])
+        if prefix + key in state.array_records:
+            out[key] = from_record(state.array_records[prefix + key])
+    if prefix + "fedgmt-meta" in state.config_records:
+        meta: dict[str, Any] = dict(state.config_records[prefix + "fedgmt-meta"])
         out["participations"] = int(meta["participations"])
-    if "dp" in state.config_records:
-        rec: dict[str, Any] = dict(state.config_records["dp"])
+    if prefix + "dp" in state.config_records:
+        rec: dict[str, Any] = dict(state.config_records[prefix + "dp"])
         out["dp"] = {
             "noise": list(rec["noise"]),
             "rate": list(rec["rate"]),
@@ -54,13 +62,14 @@ def load_client_state(state: RecordDict) -> dict[str, Any]:
     return out
 
 
-def save_client_state(state: RecordDict, client_state: dict[str, Any]) -> None:
-    """Write the client dict back into ``context.state`` (persists per node across a run)."""
+def save_client_state(state: RecordDict, client_state: dict[str, Any], prefix: str = "") -> None:
+    """Write the client dict into ``context.state`` (persists per node across a run), or into a
+    message with ``prefix`` (``dual_store='server'``)."""
     for key in _ARRAY_KEYS:
         if key in client_state:
-            state.array_records[key] = to_record(client_state[key])
-    state.config_records["fedgmt-meta"] = ConfigRecord(
+            state[prefix + key] = to_record(client_state[key])
+    state[prefix + "fedgmt-meta"] = ConfigRecord(
         {"participations": int(client_state.get("participations", 0))}
     )
     if "dp" in client_state:
-        state.config_records["dp"] = ConfigRecord(dict(client_state["dp"]))
+        state[prefix + "dp"] = ConfigRecord(dict(client_state["dp"]))

@@ -35,9 +35,17 @@ def _ray_temp_dir() -> None:
 
 
 def run_flower_simulation(
-    cfg: FedConfig, *, progress: bool = False, verbose: bool = False
+    cfg: FedConfig,
+    *,
+    progress: bool = False,
+    verbose: bool = False,
+    checkpoint: str | os.PathLike[str] | None = None,
+    resume: bool = False,
 ) -> History:
-    """Run ``cfg`` on ``cfg.num_clients`` simulated SuperNodes; return the server's History."""
+    """Run ``cfg`` on ``cfg.num_clients`` simulated SuperNodes; return the server's History.
+
+    ``checkpoint``: written after every round; ``resume``: continue from it (needs
+    ``dual_store='server'``)."""
     os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
@@ -56,7 +64,7 @@ def run_flower_simulation(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         run_simulation(
-            server_app=make_server_app(cfg, sink),
+            server_app=make_server_app(cfg, sink, checkpoint=checkpoint, resume=resume),
             client_app=make_client_app(),
             num_supernodes=cfg.num_clients,
             backend_config={
