@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,16 @@ from torch import Tensor, nn
 
 from .config import FedConfig
 from .guard import DivergenceError, local_steps
-from .methods import LocalRound, Method, get_method, kl_to_teacher, trajectory_kl
+from .methods import (
+    Criterion,
+    LocalRound,
+    Method,
+    Params,
+    _clone,
+    get_method,
+    kl_to_teacher,
+    trajectory_kl,
+)
 
 __all__ = [
     "ClientFailure",
@@ -40,13 +49,6 @@ __all__ = [
     "server_payload",
     "trajectory_kl",
 ]
-
-Params = dict[str, Tensor]
-Criterion = Callable[[Tensor, Tensor], Tensor]
-
-
-def _clone(p: Params) -> Params:
-    return {k: v.detach().clone() for k, v in p.items()}
 
 
 def param_names(model: nn.Module) -> list[str]:

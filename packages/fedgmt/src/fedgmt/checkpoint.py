@@ -81,8 +81,6 @@ def save_checkpoint(
     engine: str,
 ) -> Path:
     """Write the checkpoint atomically (a temporary file renamed over ``path``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "version": CHECKPOINT_VERSION,
         "engine": engine,
@@ -92,6 +90,13 @@ def save_checkpoint(
         "history": history.to_dict(),
         "torch_rng": torch.random.get_rng_state(),
     }
+    return _atomic_save(payload, Path(path))
+
+
+def _atomic_save(payload: dict[str, Any], path: Path) -> Path:
+    """``torch.save`` to a temporary file in ``path``'s folder, then renamed over ``path`` (an
+    interrupted write never leaves a truncated file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ckpt-", suffix=".pt")
     os.close(fd)
     try:
@@ -130,17 +135,14 @@ def save_model(
     path: str | os.PathLike[str], cfg: FedConfig, state_dict: dict[str, torch.Tensor]
 ) -> Path:
     """Save a global model with the configuration that rebuilds its architecture and data
-    (``fedgmt evaluate`` reads it)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    (``fedgmt evaluate`` reads it), atomically."""
     payload = {
         "version": CHECKPOINT_VERSION,
         "kind": MODEL_KIND,
         "fed_config": cfg.to_dict(),
         "state_dict": {k: v.detach().cpu().clone() for k, v in state_dict.items()},
     }
-    torch.save(payload, path)
-    return path
+    return _atomic_save(payload, Path(path))
 
 
 def load_model(path: str | os.PathLike[str]) -> tuple[FedConfig, dict[str, torch.Tensor]]:

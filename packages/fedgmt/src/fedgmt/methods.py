@@ -215,15 +215,21 @@ class FedAvg(Method):
     name = "fedavg"
 
 
-class FedSAM(FedAvg):
-    """FedSAM (Qu et al. 2022): the SGD step uses the gradient at ``w + rho g/||g||``."""
+class _SAMStep(Method):
+    """The SAM gradient: each SGD step uses the gradient at ``w + rho g/||g||`` (two forward and
+    two backward passes; per-sample DP clipping does not apply to it)."""
 
-    name = "fedsam"
     passes = (2, 2)
     dp_ok = False
 
     def after_backward(self, r: LocalRound, criterion: Criterion, xb: Tensor, yb: Tensor) -> None:
         _add_sam_gradient(r.model, r.params, criterion, xb, yb, r.cfg.rho)
+
+
+class FedSAM(_SAMStep, FedAvg):
+    """FedSAM (Qu et al. 2022): FedAvg with the SAM gradient."""
+
+    name = "fedsam"
 
 
 class _DualMixin(Method):
@@ -300,15 +306,10 @@ class FedDyn(_DualMixin, FedAvg):
                 g.add_(p - r.w_t[k], alpha=1.0 / beta)
 
 
-class FedSpeed(FedDyn):
+class FedSpeed(_SAMStep, FedDyn):
     """FedSpeed in the FL-SAM form: FedSAM's gradient plus the (squared) FedDyn regulariser."""
 
     name = "fedspeed"
-    passes = (2, 2)
-    dp_ok = False
-
-    def after_backward(self, r: LocalRound, criterion: Criterion, xb: Tensor, yb: Tensor) -> None:
-        _add_sam_gradient(r.model, r.params, criterion, xb, yb, r.cfg.rho)
 
 
 class Scaffold(FedAvg):
