@@ -180,7 +180,7 @@ TUNING_GRID: dict[str, list[dict[str, Any]]] = {
     ]
     + [{"gamma": 1.0, "ema_alpha": 0.95, "beta": 10.0, "tau": 1.0}]
     + [{"gamma": 1.0, "ema_alpha": 0.95, "beta": b, "prox": 1.0 / b} for b in (10.0, 30.0)]
-    + [{"gamma": 0.0, "beta": 10.0}],
+    + [{"gamma": 0.0, "beta": b} for b in (10.0, 30.0)],
     "feddyn": [{"beta": b} for b in (3.0, 10.0, 30.0, 100.0)],
     "fedsam": [{"rho": r} for r in (0.01, 0.05, 0.1)],
     "scaffold": [{"server_lr": s} for s in (0.5, 1.0)],
