@@ -8,21 +8,19 @@ Usage: python benchmarks/distributed.py
 from __future__ import annotations
 
 import json
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import parq_optim
 import torch
 import torch.multiprocessing as mp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 import dist_cases  # noqa: E402
+from _common import machine  # noqa: E402
 
 
 def max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> tuple[float, float]:
@@ -73,12 +71,7 @@ def main() -> int:
         "empty shards)",
         "rows": rows,
         "command": "python benchmarks/distributed.py",
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "parq_optim": parq_optim.__version__,
-        },
+        "machine": machine(),
         "wall_time_s": time.perf_counter() - t0,
     }
     (HERE / "results" / "distributed.json").write_text(json.dumps(out, indent=1))

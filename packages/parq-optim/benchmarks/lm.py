@@ -21,7 +21,6 @@ import argparse
 import copy
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import parq_optim
 import torch
+from _common import machine, summarize
 from parq_optim.lm import LMConfig, build_lm, evaluate_lm, lm_quant_groups, train_lm
 from parq_optim.text import CharCorpus, load_text, make_corpus, random_windows, unigram_loss
 
@@ -64,25 +64,6 @@ def protocol(quick: bool) -> LMConfig:
         eval_every=25 if quick else 100,
         eval_windows=32 if quick else 64,
     )
-
-
-def machine() -> dict:
-    return {
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "parq_optim": parq_optim.__version__,
-    }
-
-
-def summarize(values: list[float]) -> dict:
-    return {
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else None,
-        "n": len(values),
-    }
 
 
 def synthetic_corpus(seed: int = 0, n: int = 200_000) -> CharCorpus:

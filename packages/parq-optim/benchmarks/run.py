@@ -16,7 +16,6 @@ import copy
 import functools
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import parq_optim
 import torch
+from _common import machine, summarize
 from parq_optim.data import STD_FLOOR, load_digits, load_folder, make_synthetic
 from parq_optim.train import TrainConfig, evaluate, train
 from torch import nn
@@ -36,27 +36,6 @@ DATA = Path(os.environ.get("ICML25_DATA", HERE.parents[2].parent / "shared" / "d
 MNIST = Path(os.environ.get("PARQ_OPTIM_DATA_DIR", DATA / "mnist" / "raw"))
 BITS = [1, 0, 2, 4]
 METHODS = ["fp", "ste", "binaryrelax", "parq"]
-
-
-def machine() -> dict:
-    return {
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "parq_optim": parq_optim.__version__,
-    }
-
-
-def summarize(values: list[float]) -> dict:
-    """Mean, sample std (ddof=1; None for one seed), median and the number of seeds."""
-    return {
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else None,
-        "median": statistics.median(values),
-        "n": len(values),
-    }
 
 
 def fmt(row: dict) -> str:
