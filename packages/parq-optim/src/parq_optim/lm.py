@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -348,26 +348,16 @@ def load_lm_checkpoint(
 ) -> tuple[LMConfig, str, CharTransformer, torch.optim.Optimizer]:
     """Read a checkpoint of :func:`save_lm_checkpoint`: config, vocabulary, and the model and
     optimizer rebuilt on CPU with the saved state (``ValueError`` naming the file otherwise)."""
-    from .train import _tensors
+    from .train import nonfinite_tensor, restore_config
 
     path = Path(path)
     blob = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(blob, dict) or blob.get("format") != LM_CHECKPOINT_FORMAT:
         raise ValueError(f"{path.name} is not a parq-optim char-LM checkpoint")
-    names = {f.name for f in fields(LMConfig)}
-    saved = blob.get("config")
-    missing = sorted(names - set(saved)) if isinstance(saved, dict) else sorted(names)
-    if missing or not isinstance(saved, dict):
-        raise ValueError(f"{path.name}: the checkpoint's config lacks {', '.join(missing)}")
-    cfg = LMConfig(**{k: saved[k] for k in names})
-    cfg.device = "cpu"
-    try:
-        cfg.validate()
-    except LMConfigError as e:
-        raise ValueError(f"{path.name}: the checkpoint's config is invalid: {e}") from e
-    for where, tensor in _tensors({"model": blob["model"], "optimizer": blob["optimizer"]}):
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise ValueError(f"{path.name}: {where} holds NaN or inf")
+    cfg: LMConfig = restore_config(LMConfig, blob.get("config"), path.name, LMConfigError)
+    where = nonfinite_tensor({"model": blob["model"], "optimizer": blob["optimizer"]})
+    if where is not None:
+        raise ValueError(f"{path.name}: {where} holds NaN or inf")
     vocab = blob.get("data", {}).get("vocab")
     if not isinstance(vocab, str) or not vocab:
         raise ValueError(f"{path.name}: the checkpoint holds no vocabulary")

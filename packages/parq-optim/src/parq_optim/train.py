@@ -341,9 +341,34 @@ def finish_quantization(opt: QuantOptimizer) -> float:
 def check_finite_state(state: dict[str, Any]) -> None:
     """Refuse (``ValueError``, naming the tensor) to checkpoint NaN or inf, so that a diverged
     run never replaces a good checkpoint."""
+    where = nonfinite_tensor(state)
+    if where is not None:
+        raise ValueError(f"refusing to write a checkpoint: {where} holds NaN or inf")
+
+
+def nonfinite_tensor(state: Any) -> str | None:
+    """Where (``model.0.weight``, ``optimizer.state.3.u``) the first floating tensor holding NaN
+    or inf sits in a nested state, or ``None``."""
     for where, tensor in _tensors(state):
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise ValueError(f"refusing to write a checkpoint: {where} holds NaN or inf")
+            return where
+    return None
+
+
+def restore_config(cls: Any, saved: Any, label: str, error_type: type[Exception]) -> Any:
+    """The config dataclass ``cls`` rebuilt from a checkpoint's ``config`` record, on CPU and
+    validated; ``ValueError`` starting with ``label`` for a missing field or an invalid value."""
+    names = {f.name for f in fields(cls)}
+    missing = sorted(names - set(saved)) if isinstance(saved, dict) else sorted(names)
+    if missing:
+        raise ValueError(f"{label}: the checkpoint's config lacks {', '.join(missing)}")
+    cfg = cls(**{k: saved[k] for k in names})
+    cfg.device = "cpu"
+    try:
+        cfg.validate()
+    except error_type as e:
+        raise ValueError(f"{label}: the checkpoint's config is invalid: {e}") from e
+    return cfg
 
 
 def _atomic_save(blob: dict[str, Any], path: Path) -> Path:
@@ -385,20 +410,10 @@ def load_checkpoint(
             f"{path} is not a parq-optim train checkpoint (expected a dict with config, data, "
             "model and optimizer)"
         )
-    names = {f.name for f in fields(TrainConfig)}
-    saved = blob["config"]
-    missing = sorted(names - set(saved)) if isinstance(saved, dict) else sorted(names)
-    if missing:
-        raise ValueError(f"{path}: the checkpoint's config lacks {', '.join(missing)}")
-    cfg = TrainConfig(**{k: saved[k] for k in names})
-    cfg.device = "cpu"
-    try:
-        cfg.validate()
-    except ConfigError as e:
-        raise ValueError(f"{path}: the checkpoint's config is invalid: {e}") from e
-    for where, tensor in _tensors({"model": blob["model"], "optimizer": blob["optimizer"]}):
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise ValueError(f"{path}: {where} holds NaN or inf")
+    cfg: TrainConfig = restore_config(TrainConfig, blob["config"], str(path), ConfigError)
+    where = nonfinite_tensor({"model": blob["model"], "optimizer": blob["optimizer"]})
+    if where is not None:
+        raise ValueError(f"{path}: {where} holds NaN or inf")
     meta = blob["data"]
     try:
         shape = tuple(meta["image_shape"]) if meta["image_shape"] else None
