@@ -1,7 +1,9 @@
-"""Print, as a JSON list, the packages a change touches (used by the GitHub workflow's matrix).
+"""Print, as a JSON list, the packages a change touches (ci.yml's matrix; ``.ci/run`` with ``CI_BASE``).
 
-``python tools/changed_packages.py BASE_REF`` compares ``BASE_REF...HEAD``. A change to any file outside
-``packages/`` that the shared matrix depends on (noxfile, tools, CI, ruff config) selects every package.
+``python tools/changed_packages.py BASE_REF`` compares ``BASE_REF...HEAD``; with no argument it prints
+every package (what ``.ci/run`` checks by default, and the nightly tier). A change to any file outside
+``packages/`` that the shared matrix depends on (noxfile, tools, CI, ruff config) selects every package; a
+change to the docs or the root README alone selects none (their gates run anyway).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ("noxfile.py", "ruff.toml", "tools/", ".github/", ".ci/")
 
 
-def all_packages() -> list[str]:
-    return sorted(p.parent.name for p in ROOT.glob("packages/*/pyproject.toml"))
+def all_packages(root: Path = ROOT) -> list[str]:
+    return sorted(p.parent.name for p in root.glob("packages/*/pyproject.toml"))
 
 
 def select(changed: list[str], packages: list[str]) -> list[str]:
@@ -27,19 +29,24 @@ def select(changed: list[str], packages: list[str]) -> list[str]:
     return [p for p in packages if p in touched]
 
 
-def main(argv: list[str]) -> int:
-    packages = all_packages()
-    if not argv:
-        print(json.dumps(packages))
-        return 0
+def changed_files(base: str, root: Path = ROOT) -> list[str]:
+    """Repo-relative paths that differ between ``base`` and HEAD (``git diff base...HEAD``)."""
     diff = subprocess.run(
-        ["git", "diff", "--name-only", f"{argv[0]}...HEAD"],
-        cwd=ROOT,
+        ["git", "diff", "--name-only", f"{base}...HEAD"],
+        cwd=root,
         check=True,
         capture_output=True,
         text=True,
     )
-    print(json.dumps(select(diff.stdout.split(), packages)))
+    return diff.stdout.split()
+
+
+def main(argv: list[str], root: Path = ROOT) -> int:
+    packages = all_packages(root)
+    if not argv:
+        print(json.dumps(packages))
+        return 0
+    print(json.dumps(select(changed_files(argv[0], root), packages)))
     return 0
 
 

@@ -120,6 +120,14 @@ def check_package(pkg: Path) -> list[str]:
         )
     if not list((pkg / "tests").glob("test_*.py")):
         problems.append(f"{pkg / 'tests'}: no test_*.py files")
+    marks_reference = any(
+        "mark.reference" in f.read_text(encoding="utf-8") for f in (pkg / "tests").rglob("*.py")
+    )
+    if marks_reference and "reference" not in data["project"].get("optional-dependencies", {}):
+        problems.append(
+            f"{pyproject}: tests are marked reference but there is no [reference] extra with the "
+            "libraries they compare against (nox -s reference installs it)"
+        )
     if "def build_cli(" not in (src / "cli.py").read_text(encoding="utf-8"):
         problems.append(f"{src / 'cli.py'}: must define build_cli() on the vendored _contract.CLI")
     problems += check_citations(pkg)
@@ -150,7 +158,11 @@ def check_meta() -> list[str]:
     sys.path.insert(0, str(ROOT / "tools"))
     from sync_meta import rendered
 
-    stale = [p for p, text in rendered().items() if not p.is_file() or p.read_text("utf-8") != text]
+    try:
+        files = rendered()
+    except ValueError as err:  # a pyproject without the shared-markers block
+        return [f"pyproject.toml: {err}"]
+    stale = [p for p, text in files.items() if not p.is_file() or p.read_text("utf-8") != text]
     return [f"{p.relative_to(ROOT)} is stale: run python tools/sync_meta.py" for p in stale]
 
 

@@ -1,6 +1,8 @@
 """Regenerate the files that list every package: the root README's and the docs index's package tables, release-please's
 config + manifest (one component per package, tags ``<dist>-v<version>``), and each package's vendored
-copy of the CLI contract (``tools/templates/_contract.py`` → ``packages/<dist>/src/<import>/_contract.py``).
+copy of the CLI contract (``tools/templates/_contract.py`` → ``packages/<dist>/src/<import>/_contract.py``),
+and the pytest markers every package registers (``MARKERS`` below, between the two marker comments of
+each package's ``[tool.pytest.ini_options] markers``).
 
 ``python tools/sync_meta.py`` rewrites them; ``python tools/sync_meta.py --check`` exits 1 if any is stale
 (the ``lint`` session runs the check through tools/check_structure.py).
@@ -21,6 +23,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = ROOT / "tools" / "templates" / "_contract.py"
 START, END = "<!-- packages:start -->", "<!-- packages:end -->"
+
+# The test markers, registered once here and written into every package's pyproject.toml. The tiers
+# (noxfile.py) select on them: the per-change tier runs `-m "not slow"`, the nightly tier runs `slow` and
+# `reference` (where a skip fails). A package may register markers of its own after these.
+MARKERS = (
+    "slow: longer than ~10 s; deselected per change, run nightly by `nox -s slow`",
+    "reference: equivalence with a reference implementation from the [reference] extra; "
+    "`nox -s reference` runs these and fails if any skips",
+    "dataset: reads the shared data folder ($ICML25_DATA or ../shared/data); skips with a reason "
+    "when it is absent",
+)
+MARKERS_START = "    # shared markers: written by tools/sync_meta.py (edit MARKERS there)"
+MARKERS_END = "    # end of shared markers"
 
 # The whole family (name, paper); a row is "planned" until packages/<dist>/ exists.
 FAMILY = [
@@ -118,7 +133,25 @@ def rendered() -> dict[Path, str]:
     contract = CONTRACT.read_text(encoding="utf-8")
     for dist in found:
         files[ROOT / "packages" / dist / "src" / dist.replace("-", "_") / "_contract.py"] = contract
+        pyproject = ROOT / "packages" / dist / "pyproject.toml"
+        files[pyproject] = with_markers(pyproject.read_text(encoding="utf-8"))
     return files
+
+
+def markers_block() -> str:
+    lines = [MARKERS_START, *(f"    {json.dumps(m)}," for m in MARKERS), MARKERS_END]
+    return "\n".join(lines)
+
+
+def with_markers(pyproject: str) -> str:
+    """``pyproject`` with its shared-markers block rewritten (ValueError when it has none)."""
+    pattern = re.escape(MARKERS_START) + r".*?" + re.escape(MARKERS_END)
+    if not re.search(pattern, pyproject, flags=re.S):
+        raise ValueError(
+            "no shared-markers block in [tool.pytest.ini_options] markers: add the lines\n"
+            f"{MARKERS_START}\n{MARKERS_END}"
+        )
+    return re.sub(pattern, lambda _: markers_block(), pyproject, flags=re.S)
 
 
 def _read(path: Path) -> str | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import changed_packages  # noqa: E402
 import check_structure  # noqa: E402
 import ci_summary  # noqa: E402
 import gen_docs  # noqa: E402
+import sync_meta  # noqa: E402
 
 PACKAGES = ["bpr-topk", "sassha-optim"]
 
@@ -71,12 +74,81 @@ good-pkg = "good_pkg.cli:main"
         (["tools/gen_docs.py"], PACKAGES),
         ([".github/workflows/ci.yml"], PACKAGES),
         (["docs/index.md"], []),
+        (["README.md"], []),
+        ([".ci/run"], PACKAGES),
+        (["ruff.toml"], PACKAGES),
+        (["packages/sassha-optim/benchmarks/results/x.json"], ["sassha-optim"]),
+        (["packages/bpr-topk"], []),
         (["packages/removed-pkg/pyproject.toml"], []),
         ([], []),
     ],
 )
 def test_changed_packages_select(changed: list[str], expected: list[str]) -> None:
     assert changed_packages.select(changed, PACKAGES) == expected
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env |= {"GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin:/usr/local/bin"}
+    done = subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+    return done.stdout.decode().strip()
+
+
+def test_changed_packages_main_against_a_git_base(tmp_path: Path, capsys) -> None:
+    for name in ("aa", "bb"):
+        (tmp_path / "packages" / name).mkdir(parents=True)
+        (tmp_path / "packages" / name / "pyproject.toml").write_text("[project]\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "base")
+    base = git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "packages" / "bb" / "x.py").write_text("x = 1\n")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "change bb")
+
+    def selected(*argv: str) -> list[str]:
+        assert changed_packages.main(list(argv), root=tmp_path) == 0
+        return json.loads(capsys.readouterr().out)
+
+    assert selected(base) == ["bb"]
+    assert selected() == ["aa", "bb"]  # no base: every package (the .ci/run default)
+    (tmp_path / "noxfile.py").write_text("")
+    git(tmp_path, "add", ".")
+    git(tmp_path, "commit", "-qm", "shared file")
+    assert selected(base) == ["aa", "bb"]
+
+
+def test_shared_markers_are_written_into_every_pyproject() -> None:
+    block = sync_meta.markers_block()
+    for marker in ("slow", "reference", "dataset"):
+        assert f'"{marker}: ' in block
+    pyproject = f"[tool.pytest.ini_options]\nmarkers = [\n{sync_meta.MARKERS_START}\n"
+    pyproject += f'    "old: stale",\n{sync_meta.MARKERS_END}\n    "own: kept",\n]\n'
+    rewritten = sync_meta.with_markers(pyproject)
+    assert block in rewritten and '"own: kept"' in rewritten and "old: stale" not in rewritten
+    with pytest.raises(ValueError, match="shared-markers block"):
+        sync_meta.with_markers("[tool.pytest.ini_options]\nmarkers = []\n")
+    for path in sorted(TOOLS.parent.glob("packages/*/pyproject.toml")):
+        assert block in path.read_text(encoding="utf-8"), path
+
+
+def test_ci_summary_orders_the_costliest_cells_first(capsys) -> None:
+    assert ci_summary.order(["bpr-topk", "fedgmt", "new-pkg"]) == ["new-pkg", "fedgmt", "bpr-topk"]
+    assert ci_summary.main(["--order", "bpr-topk", "fedgmt"]) == 0
+    assert capsys.readouterr().out.split() == ["fedgmt", "bpr-topk"]
+
+
+def test_ci_summary_prints_stage_times(tmp_path: Path, capsys) -> None:
+    (tmp_path / "aa.json").write_text(json.dumps({"build": 3, "tests": 10, "conformance": 5}))
+    (tmp_path / "bb.json").write_text(json.dumps({"build": 2, "tests": 20, "typecheck": 4}))
+    assert ci_summary.main(["--timings", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == [
+        "== build: 5 s (sum over 2 packages)",
+        "== tests: 30 s (sum over 2 packages)",
+        "== typecheck: 4 s (sum over 2 packages)",
+        "== conformance: 5 s (sum over 2 packages)",
+    ]
 
 
 def make_package(root: Path) -> Path:
@@ -145,6 +217,10 @@ def test_check_structure_accepts_a_complete_package(tmp_path: Path) -> None:
         (
             lambda p: (p / "src/good_pkg/cli.py").write_text("def main(): return 0\n"),
             "must define build_cli()",
+        ),
+        (
+            lambda p: (p / "tests/test_ref.py").write_text("@pytest.mark.reference\ndef t(): 0\n"),
+            "no [reference] extra",
         ),
         (
             lambda p: (p / "src/good_pkg/core.py").write_text('"""Eq. 3 (spec §4.2)."""\n'),

@@ -30,3 +30,13 @@ def cook_dir() -> Path:
     if not (path / "train_x.csv").is_file():
         pytest.skip(f"Cook County data not found at {path}")
     return path
+
+
+DATA_FIXTURES = {"cook_dir"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the shared data folder through a fixture carry the ``dataset`` marker."""
+    for item in items:
+        if DATA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.dataset)

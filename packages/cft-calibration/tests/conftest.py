@@ -32,3 +32,13 @@ def mmlu_dir() -> Path:
     if not (path / "test").is_dir():
         pytest.skip(f"MMLU CSVs not found at {path}")
     return path
+
+
+DATA_FIXTURES = {"obqa_dir", "mmlu_dir"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the shared data folder through a fixture carry the ``dataset`` marker."""
+    for item in items:
+        if DATA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.dataset)

@@ -236,7 +236,7 @@ def test_synthetic_category_noise_and_ood_categories():
     assert all(len(set(it.choices)) == 4 for it in sets["train"])
 
 
-@pytest.mark.data
+@pytest.mark.dataset
 def test_real_openbookqa_counts(obqa_dir):
     counts = {s: len(C.load_openbookqa(obqa_dir, split=s)) for s in ("train", "dev", "test")}
     assert counts == {"train": 4957, "dev": 500, "test": 500}
@@ -247,7 +247,7 @@ def test_real_openbookqa_counts(obqa_dir):
     assert "(D)" in train["12-1145"].choices[3] and train["12-1145"].answer == 1
 
 
-@pytest.mark.data
+@pytest.mark.dataset
 def test_real_mmlu_counts(mmlu_dir):
     test = C.load_mmlu(mmlu_dir, split="test")
     assert len(test) == 14042 and len({it.subject for it in test}) == 57

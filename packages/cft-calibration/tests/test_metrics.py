@@ -38,6 +38,7 @@ def test_edges_land_in_the_documented_bin(c, expected):
     assert int(C.bin_indices(torch.tensor([c], dtype=torch.float32))[0]) == expected
 
 
+@pytest.mark.reference
 def test_equals_torchmetrics_multiclass_calibration_error():
     tm = pytest.importorskip("torchmetrics.classification")
     g = torch.Generator().manual_seed(0)
@@ -48,6 +49,7 @@ def test_equals_torchmetrics_multiclass_calibration_error():
     assert C.conf_ece(p, y) == pytest.approx(float(ref), abs=1e-5)
 
 
+@pytest.mark.reference
 def test_classwise_equals_mean_of_torchmetrics_binary_calibration_errors():
     tm = pytest.importorskip("torchmetrics.classification")
     g = torch.Generator().manual_seed(1)

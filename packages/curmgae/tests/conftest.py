@@ -73,3 +73,13 @@ def write_planetoid(folder: Path, name: str = "cora", seed: int = 0, nan: bool =
 @pytest.fixture
 def planetoid():
     return write_planetoid
+
+
+DATA_FIXTURES = {"data_root"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the shared data folder through a fixture carry the ``dataset`` marker."""
+    for item in items:
+        if DATA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.dataset)

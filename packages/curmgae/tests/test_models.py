@@ -112,6 +112,7 @@ def test_metrics():
     assert hits_at_k(pos, neg, 2) == pytest.approx(2 / 3)  # 2nd highest negative = 0.4
 
 
+@pytest.mark.reference
 def test_hits_matches_ogb():
     ogb = pytest.importorskip("ogb.linkproppred")
     pos, neg = torch.rand(50), torch.rand(200)

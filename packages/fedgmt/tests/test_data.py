@@ -148,6 +148,7 @@ def test_agnews_malformed_files(tmp_path, text, match):
         load_agnews(tmp_path)
 
 
+@pytest.mark.dataset
 def test_mnist_real():
     root = data_root() / "mnist" / "raw"
     if not root.exists():
@@ -157,6 +158,7 @@ def test_mnist_real():
     assert int(ytr.max()) == 9 and abs(float(xtr.mean())) < 0.01
 
 
+@pytest.mark.dataset
 def test_agnews_real():
     root = data_root() / "ag_news"
     if not (root / "test.csv").exists():

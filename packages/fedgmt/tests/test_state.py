@@ -236,6 +236,7 @@ def test_agnews_embeddings_are_cached_once(tmp_path, monkeypatch):
     assert torch.equal(again[0], xtr)
 
 
+@pytest.mark.dataset
 def test_agnews_minilm_real_if_cached():
     from fedgmt.dataset import cache_dir
 

@@ -195,6 +195,7 @@ def test_standardize_floors_the_std_of_features_constant_in_train():
         standardize(x_tr, x_te, floor=0.0)
 
 
+@pytest.mark.dataset
 def test_mnist_test_split_stays_bounded():
     """Full MNIST: 67 pixels are constant on the train split; they used to reach 94,118."""
     if not MNIST.is_dir():
@@ -204,6 +205,7 @@ def test_mnist_test_split_stays_bounded():
     assert d.x_test.abs().max() < 50 and d.x_train.abs().max() < 50
 
 
+@pytest.mark.dataset
 def test_mnist_smoke_two_bit():
     if not MNIST.is_dir():
         pytest.skip(f"MNIST IDX files not found at {MNIST}")

@@ -173,6 +173,7 @@ def test_full_precision_lm_run_is_deterministic_under_a_seed():
     assert type(opt).__name__ == "AdamW"
 
 
+@pytest.mark.dataset
 @pytest.mark.skipif(
     not SHAKESPEARE.is_file(), reason=f"tiny Shakespeare not found at {SHAKESPEARE}"
 )

@@ -11,6 +11,8 @@ import pytest
 import torch
 from torch import nn
 
+pytestmark = pytest.mark.reference
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     T = pytest.importorskip("torchao.prototype.parq")

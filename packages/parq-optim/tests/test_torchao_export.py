@@ -22,6 +22,8 @@ from parq_optim import (
 from parq_optim.export import affine_grid
 from torch import nn
 
+pytestmark = pytest.mark.reference
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     pytest.importorskip("torchao.quantization.quantize_.workflows")

@@ -33,3 +33,13 @@ def small_tree() -> tuple[torch.Tensor, int]:
     """A 7-node in-tree: 3→1, 4→1, 5→2, 6→2, 1→0, 2→0 (node 0 is the outlet)."""
     ei = torch.tensor([[3, 4, 5, 6, 1, 2], [1, 1, 2, 2, 0, 0]])
     return ei, 7
+
+
+DATA_FIXTURES = {"metr_la_dir"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the shared data folder through a fixture carry the ``dataset`` marker."""
+    for item in items:
+        if DATA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.dataset)

@@ -40,6 +40,7 @@ def _bh_reference(p, alpha):
     return multipletests(p, alpha=alpha, method="fdr_bh")[0]
 
 
+@pytest.mark.reference
 @given(
     st.lists(st.floats(0, 1), min_size=1, max_size=40),
     st.sampled_from([0.01, 0.05, 0.1, 0.2, 0.5, 0.9]),
@@ -49,6 +50,7 @@ def test_bh_equals_statsmodels(p, alpha):
     np.testing.assert_array_equal(S.bh_select(p, alpha), _bh_reference(p, alpha))
 
 
+@pytest.mark.reference
 @given(st.lists(st.sampled_from([0.0, 0.01, 0.02, 0.05, 0.1, 0.3, 1.0]), min_size=1, max_size=30))
 def test_bh_equals_scipy_adjusted_on_ties(p):
     scipy_stats = pytest.importorskip("scipy.stats")
@@ -217,6 +219,7 @@ def test_identity_regressor_uses_scores_directly():
     assert mask.tolist() == [True, False]
 
 
+@pytest.mark.reference
 def test_linear_regressor_equals_sklearn_ridge_on_standardised_features():
     sklearn = pytest.importorskip("sklearn")
     from sklearn.linear_model import Ridge

@@ -64,6 +64,7 @@ def test_make_encoder_names():
         S.make_encoder("hf")
 
 
+@pytest.mark.reference
 @pytest.mark.text
 def test_minilm_offline_matches_sentence_transformers(tmp_path, monkeypatch):
     pytest.importorskip("transformers")

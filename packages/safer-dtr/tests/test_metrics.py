@@ -12,6 +12,7 @@ def _random(seed, n=200, L=25):
     return y, p
 
 
+@pytest.mark.reference
 def test_micro_auc_equals_sklearn():
     metrics = pytest.importorskip("sklearn.metrics")
     y, p = _random(0)
@@ -21,6 +22,7 @@ def test_micro_auc_equals_sklearn():
     )
 
 
+@pytest.mark.reference
 def test_macro_auc_skips_absent_classes_and_equals_sklearn_on_present():
     metrics = pytest.importorskip("sklearn.metrics")
     rng = np.random.default_rng(1)

@@ -32,3 +32,13 @@ def _seed_and_threads():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     yield
+
+
+DATA_FIXTURES = {"mnist_dir"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the shared data folder through a fixture carry the ``dataset`` marker."""
+    for item in items:
+        if DATA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.dataset)

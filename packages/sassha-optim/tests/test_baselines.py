@@ -17,6 +17,7 @@ def quadratic_closure(opt, w, a):
     return closure
 
 
+@pytest.mark.reference
 def test_sam_matches_pytorch_optimizer():
     po = pytest.importorskip("pytorch_optimizer")
     torch.manual_seed(0)
@@ -137,6 +138,7 @@ def test_sophiah_lazy_recurrence_matches_closed_form():
     assert opt.hvp_calls == 4  # steps 1, 4, 7, 10
 
 
+@pytest.mark.reference
 def test_sophiah_matches_pytorch_optimizer_reparametrised():
     """pytorch_optimizer.SophiaH clamps m/max(h, eps') to ±p and scales by its lr: with p = γ,
     lr' = η/γ, λ' = λγ, our eps = 0 and a positive diagonal Hessian the two updates are equal."""

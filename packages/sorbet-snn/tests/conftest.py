@@ -82,3 +82,13 @@ def tiny_snn_report(trained_s3):
     base = energy_report(snn, batches, EnergyConstants())
     doubled = energy_report(snn, batches, EnergyConstants().scaled(2.0))
     return base, doubled
+
+
+DATA_FIXTURES = {"glue_root"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the shared data folder through a fixture carry the ``dataset`` marker."""
+    for item in items:
+        if DATA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.dataset)

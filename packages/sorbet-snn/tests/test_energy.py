@@ -57,6 +57,7 @@ def test_constants_scale_energies_and_keep_ratio(tiny_snn_report):
     assert base["e_snn_pJ"] > 0 and 0 < base["firing_rate"] < 1
 
 
+@pytest.mark.reference
 def test_linear_macs_within_thop_total():
     thop = pytest.importorskip("thop")
     from transformers import BertModel

@@ -86,6 +86,7 @@ def test_neuron_state_is_reset_between_inputs():
     assert torch.equal(first, again) and neuron.membrane is None
 
 
+@pytest.mark.reference
 def test_spikingjelly_ifnode_agrees():
     sj = pytest.importorskip("spikingjelly.activation_based.neuron")
     node = sj.IFNode(v_threshold=4.0, v_reset=None, step_mode="m")

@@ -23,3 +23,13 @@ def cora_dir() -> Path:
     if not (path / "raw" / "ind.cora.x").is_file():
         pytest.skip(f"Planetoid Cora not found at {path}")
     return path
+
+
+DATA_FIXTURES = {"cora_dir"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the shared data folder through a fixture carry the ``dataset`` marker."""
+    for item in items:
+        if DATA_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.dataset)
