@@ -395,6 +395,12 @@ def reference(session: nox.Session, package: str) -> None:
     declared = _project(package).get("optional-dependencies", {})
     extras = ("test", "cli", "reference") if "reference" in declared else ("test", "cli")
     _install_release(session, package, *extras)
+    with open(_pkg_dir(package) / "pyproject.toml", "rb") as fh:
+        no_deps = tomllib.load(fh).get("tool", {}).get("icml25", {}).get("reference-no-deps", [])
+    if (
+        no_deps
+    ):  # [tool.icml25] reference-no-deps: a reference whose own dependencies would break torch
+        session.install("--no-deps", *no_deps)
     report = _pytest(session, package, "reference", f"reference-{package}", *session.posargs)
     if report is None or not report.is_file():
         session.log(f"{package} has no tests marked reference")

@@ -195,6 +195,7 @@ def test_checkpoint_of_other_data_is_rejected(tmp_path, capsys):
     assert "argument --checkpoint: " in _error(capsys)
 
 
+@pytest.mark.slow
 def test_demo_quick_shows_daml_beating_nll_only_and_the_naive_baselines(tmp_path, capsys):
     """The demo's point on its embedded default (hotspots): DAML > NLL-only > naive baselines."""
     assert main(["demo", "--quick", "--out", str(tmp_path)]) == 0

@@ -32,6 +32,7 @@ def test_every_command_is_declared_with_its_own_results_file():
     }
 
 
+@pytest.mark.slow
 def test_evaluate_with_a_tiny_model_writes_metrics_and_diagrams(tmp_path):
     data = jsonl(tmp_path)
     out = tmp_path / "out"
@@ -151,6 +152,7 @@ def test_model_folder_without_config_names_model(tmp_path, capsys):
     assert rc == 2 and "--model" in err and "config.json" in err
 
 
+@pytest.mark.slow
 def test_demo_quick_on_the_embedded_data_cuts_the_aligned_models_ece(tmp_path):
     out = tmp_path / "demo"
     proc = subprocess.run(

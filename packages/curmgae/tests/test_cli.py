@@ -29,6 +29,7 @@ def _one_line_error(capsys, flag: str) -> str:
     return err[0]
 
 
+@pytest.mark.slow
 def test_readme_commands_keep_every_result(tmp_path, capsys):
     """pretrain, evaluate --task link, evaluate --task node with ONE --out: every file survives, and
     nothing is replaced without --overwrite. Link AUC on the planted graph beats chance."""

