@@ -17,6 +17,7 @@ import changed_packages  # noqa: E402
 import check_structure  # noqa: E402
 import ci_summary  # noqa: E402
 import gen_docs  # noqa: E402
+import release_check  # noqa: E402
 import sync_meta  # noqa: E402
 
 PACKAGES = ["bpr-topk", "sassha-optim"]
@@ -276,3 +277,36 @@ def test_gen_docs_appends_result_plots_the_readme_does_not_show(tmp_path: Path) 
     assert "![hidden curve](benchmarks/results/hidden_curve.png)" in extra
     assert "shown.png" not in extra
     assert gen_docs.result_plots(readme + extra, pkg) == ""
+
+
+def release_tree(root: Path, version: str = "0.2.0", heading: str = "0.2.0") -> Path:
+    pkg = root / "packages" / "good-pkg"
+    pkg.mkdir(parents=True)
+    (pkg / "pyproject.toml").write_text(f'[project]\nname = "good-pkg"\nversion = "{version}"\n')
+    (pkg / "CHANGELOG.md").write_text(f"# Changelog\n\n## {heading} (2026-12-03)\n\n## 0.1.0\n")
+    (root / ".release-please-manifest.json").write_text('{"packages/good-pkg": "0.2.0"}')
+    return root
+
+
+@pytest.mark.parametrize(
+    ("version", "heading", "tag", "message"),
+    [
+        ("0.2.0", "0.2.0", "", None),
+        ("0.2.0", "0.2.0", "good-pkg-v0.2.0", None),
+        ("0.2.0", "0.2.0", "good-pkg-v0.3.0", "pyproject says 0.2.0"),
+        ("0.2.0", "0.2.0", "other-v0.2.0", "no package 'other'"),
+        ("0.2.0", "0.2.0", "good-pkg-0.2.0", "not <dist>-v<version>"),
+        ("0.2.0", "0.1.9", "", "newest CHANGELOG heading 0.1.9"),
+        ("0.3.0", "0.3.0", "", "manifest 0.2.0, pyproject 0.3.0"),
+    ],
+)
+def test_release_check_names_each_disagreement(tmp_path, version, heading, tag, message) -> None:
+    found = release_check.problems(release_tree(tmp_path, version, heading), tag)
+    if message is None:
+        assert found == []
+    else:
+        assert any(message in p for p in found), found
+
+
+def test_release_check_agrees_on_this_repository() -> None:
+    assert release_check.problems() == []

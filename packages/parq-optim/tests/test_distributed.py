@@ -44,6 +44,7 @@ def close(a, b):
     torch.testing.assert_close(a, b, atol=ATOL, rtol=RTOL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_sharded_trajectory_equals_single_process_to_float_tolerance(sharded, single, name):
     got, ref = sharded[0][name], single[name]

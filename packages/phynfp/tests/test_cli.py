@@ -59,6 +59,7 @@ def test_train_on_metr_la_folder(tmp_path):
     assert res["models"]["phynfp"]["runs"][0]["reversed"] is None
 
 
+@pytest.mark.slow
 def test_train_on_lamah_folder(tmp_path):
     years = [2014, 2015, 2016]
     hours = sum(24 * (366 if calendar.isleap(y) else 365) for y in years)
@@ -70,6 +71,7 @@ def test_train_on_lamah_folder(tmp_path):
     assert results(out)["dataset"] == "lamah"
 
 
+@pytest.mark.slow
 def test_train_on_wntr_network(tmp_path):
     pytest.importorskip("wntr")
     out = tmp_path / "run"
@@ -93,6 +95,7 @@ def test_bad_input_is_one_line_with_exit_2(tmp_path, capsys):
     assert "row 8, column 3" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_demo_quick_runs(tmp_path):
     out = tmp_path / "demo"
     assert main(["demo", "--quick", "--out", str(out), "--quiet"]) == 0

@@ -197,6 +197,7 @@ def lamah_folder(tmp_path_factory):
     return root, ids, feats
 
 
+@pytest.mark.slow
 def test_lamah_removes_invalid_gauge_and_rewires(lamah_folder):
     root, _, _ = lamah_folder
     data = load_lamah(root, window=24, lead=6)

@@ -12,6 +12,7 @@ def metra(cls=METRA, **kw):
     return cls(2, cfg, T)
 
 
+@pytest.mark.slow
 def test_metra_reward_sums_to_the_phi_displacement_along_z():
     m = metra()
     obs = torch.cumsum(torch.randn(T + 1, 2) * 0.1, 0)
@@ -89,6 +90,7 @@ def test_sac_temperature_moves_log_pi_towards_the_entropy_target():
     assert sac.alpha.item() < a0
 
 
+@pytest.mark.slow
 def test_sac_learns_a_one_dimensional_reach_task():
     # x ∈ [−1, 1], x' = clip(x + 0.25 a), reward −|x'|: reach the origin from anywhere
     torch.manual_seed(0)

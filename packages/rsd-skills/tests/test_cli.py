@@ -9,6 +9,7 @@ TINY = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_train_evaluate_and_resume_end_to_end(tmp_path):
     out = tmp_path / "run"
     argv = [
