@@ -13,6 +13,7 @@ def _json(path):
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_train_recommend_evaluate_synthetic(tmp_path):
     out = tmp_path / "run"
     assert main(["train", *TINY, "--out", str(out)]) == 0
@@ -84,6 +85,7 @@ def test_every_flag_has_a_default_in_its_help():
                 assert "default" in option["help"], (command["name"], option["flags"])
 
 
+@pytest.mark.slow
 def test_demo_quick_direction(tmp_path):
     """Robust direction on the quick demo: realized FDR at or below α on average over the splits
     (within 3 Monte Carlo s.e.) and SAFER above the random baseline on survivor HR@3."""

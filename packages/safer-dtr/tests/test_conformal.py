@@ -40,6 +40,7 @@ def _bh_reference(p, alpha):
     return multipletests(p, alpha=alpha, method="fdr_bh")[0]
 
 
+@pytest.mark.slow
 @pytest.mark.reference
 @given(
     st.lists(st.floats(0, 1), min_size=1, max_size=40),

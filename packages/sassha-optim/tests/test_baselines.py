@@ -17,6 +17,7 @@ def quadratic_closure(opt, w, a):
     return closure
 
 
+@pytest.mark.slow
 @pytest.mark.reference
 def test_sam_matches_pytorch_optimizer():
     po = pytest.importorskip("pytorch_optimizer")

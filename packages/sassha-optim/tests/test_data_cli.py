@@ -224,6 +224,7 @@ def test_demo_plus_minus_is_sample_std_over_n_seeds(tmp_path, capsys):
     assert std == pytest.approx(statistics.stdev(accs))  # ddof=1
 
 
+@pytest.mark.slow
 def test_demo_says_which_data_it_ran_on(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "_have_sklearn", lambda: False)
     argv = ["demo", "--epochs", "1", "--seeds", "1", "--hidden", "8", "--no-sharpness"]

@@ -74,6 +74,7 @@ def free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed not available")
 def test_two_process_gloo_matches_single_process(tmp_path):
     ctx = mp.start_processes(worker, args=(free_port(), str(tmp_path)), nprocs=WORLD, join=False,

@@ -28,6 +28,7 @@ def distilled(tmp_path_factory):
     return root, data, out, argv
 
 
+@pytest.mark.slow
 def test_distill_learns_and_spiking_export_agrees(distilled):
     _, _, out, _ = distilled
     res = json.loads((out / "results.json").read_text())
