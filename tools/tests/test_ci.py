@@ -185,3 +185,16 @@ def test_nox_calls_reads_package_cells_and_continuations() -> None:
     script = folded + "mkdir x\nnox -s lint tools\nnox -s release_check -- tag-v1\necho -s no\n"
     script += "# a comment on `nox -s docs`\nif nox -s \"tests(package='$1')\" >log 2>&1; then\n"
     assert nox_calls(script) == {"tests", "slow", "lint", "tools", "release_check"}
+
+
+@pytest.mark.parametrize("workflow", ["ci.yml", "nightly.yml"])
+def test_the_wheel_is_built_once_per_run(workflow: str) -> None:
+    """One job builds every wheel; each job that installs a package takes them (ICML25_WHEEL_DIR)."""
+    doc = yaml.safe_load((WORKFLOWS / workflow).read_text(encoding="utf-8"))
+    assert any("uv build --wheel" in r for r in runs(WORKFLOWS / workflow))
+    installs = {"tests", "slow", "reference", "demo", "together", "docs"}
+    for name, job in doc["jobs"].items():
+        called = set().union(*(nox_calls(s.get("run", "")) for s in job.get("steps", [])))
+        if called & installs:
+            assert "wheels" in job["needs"], f"{workflow}: {name} builds its own wheel"
+            assert "ICML25_WHEEL_DIR" in job.get("env", {}), f"{workflow}: {name}"
