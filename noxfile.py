@@ -227,12 +227,10 @@ def _pytest(
     """Run the package's tests (from its source tree, against the installed release) selected by the
     marker expression ``marks``. Returns the JUnit report when one was written. Exit code 5 (nothing
     selected) is accepted: not every package has slow or reference tests."""
-    session.chdir(_pkg_dir(package))
     junit = _junit(report)
-    if not junit and report.startswith(
-        "reference-"
-    ):  # the reference session always reads its report
-        junit = [f"--junitxml={Path(session.create_tmp()).resolve() / 'reference.xml'}"]
+    if not junit and report.startswith("reference-"):  # the reference session reads its report
+        junit = [f"--junitxml={Path(ROOT / session.create_tmp()).resolve() / 'reference.xml'}"]
+    session.chdir(_pkg_dir(package))
     args = ["pytest", "tests", "-q", "-rs", "-p", "no:cacheprovider", "--strict-markers"]
     session.run(*args, "-m", marks, *junit, *extra, env=_env(), success_codes=[0, 5])
     session.chdir(ROOT)
