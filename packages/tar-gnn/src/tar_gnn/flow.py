@@ -323,53 +323,44 @@ class _UpwindPlan:
     """
 
     def __init__(self, src: Tensor, dst: Tensor, w: Tensor, n: int, tau: float, cfl: float):
-        self.m = m = src.numel()
+        self.m = src.numel()
         self.n = n
         tail, head = torch.cat([src, dst]), torch.cat([dst, src])
         self.gather = torch.cat([tail, head, tail + n, head + n])
+        # scatter: -out at tails, +out at heads (net change), rate at tails (r), w*theta at both
+        # ends of each undirected edge (theta is symmetric)
         self.scatter = torch.cat([tail, head, tail + n, tail + 2 * n])
-        self.w2 = None if bool((w == 1).all()) else torch.cat([w, w])
+        self.w = None if bool((w == 1).all()) else w
+        self.w2 = None if self.w is None else torch.cat([w, w])
         self.tau = torch.full((), tau, dtype=torch.float64, device=src.device)
         self.cfl = cfl
-        # theta on a tie (Phi_x == Phi_y) is the canonical head's mass, as in _mobility: the tail
-        # donates on a tie only in the reverse half
-        self.tie_tail = torch.cat(
-            [torch.zeros(m, dtype=torch.bool), torch.ones(m, dtype=torch.bool)]
-        ).to(src.device)
 
-    def step(
-        self, q: Tensor, loss: Tensor, beta: float, mass: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        n, m2 = self.n, 2 * self.m
+    def step(self, q: Tensor, loss: Tensor, beta: float) -> tuple[Tensor, Tensor, Tensor]:
+        """One step without the renormalisation (the caller rescales once, after the loop): upwind
+        conserves mass exactly up to rounding. Returns (q_next, tau_eff, negative mass clipped)."""
+        n, m, m2 = self.n, self.m, 2 * self.m
         qc = q.clamp_min(EPS)
         # Phi up to the constant -beta, which cancels in every difference
         phi = torch.add(loss, qc.log(), alpha=-beta) if beta > 0 else loss
         g = torch.cat([phi, q]).index_select(0, self.gather)
-        phi_t, phi_h, q_t, q_h = g[:m2], g[m2 : 2 * m2], g[2 * m2 : 3 * m2], g[3 * m2 :]
-        dphi = phi_h - phi_t  # > 0: the tail donates to the head
+        q_t, q_h = g[2 * m2 : 3 * m2], g[3 * m2 :]
+        dphi = g[m2 : 2 * m2] - g[:m2]  # > 0: the tail donates to the head
         rate = dphi.clamp_min(0)
         if self.w2 is not None:
             rate = rate * self.w2
         out = q_t * rate  # mass per unit time tail -> head (upwind: the donor's own mass)
-        donor_is_tail = (dphi > 0) | ((dphi == 0) & self.tie_tail) if beta > 0 else None
-        parts = [out.neg(), out, rate]
-        if donor_is_tail is not None:
-            wt = torch.where(donor_is_tail, q_t, q_h)
-            parts.append(wt if self.w2 is None else wt * self.w2)
-        else:
-            parts.append(torch.zeros_like(rate))
+        # theta per undirected edge = the donor's mass; on a tie the canonical head's (as _mobility)
+        theta = torch.where(dphi[:m] > 0, q_t[:m], q_h[:m])
+        theta = theta * (beta if self.w is None else self.w * beta)
         acc = torch.zeros(3 * n, dtype=q.dtype, device=q.device).index_add_(
-            0, self.scatter, torch.cat(parts)
+            0, self.scatter, torch.cat([out.neg(), out, rate, theta, theta])
         )
-        top = acc[n : 2 * n].max()
-        if beta > 0:
-            top = torch.maximum(top, (acc[2 * n :] / qc).max() * beta)
+        # min(1/max r, 1/max s): one maximum over r and s = beta * sum_j w theta / q
+        top = torch.maximum(acc[n : 2 * n], acc[2 * n :] / qc).max()
         tau_eff = torch.minimum(self.tau, self.cfl / top)  # top = 0 gives inf: the step is tau
         new = torch.addcmul(q, acc[:n], tau_eff)
-        clipped = new.clamp_max(0).sum().neg()
-        new = new.clamp_min(0)
-        new = new * (mass / new.sum())
-        return new, tau_eff, clipped
+        clipped = new.clamp_max(0).sum()
+        return new.clamp_min(0), tau_eff, clipped
 
 
 def gw_flow(
@@ -462,10 +453,13 @@ def _flow(
         if fast:
             assert cfl is not None
             plan = _UpwindPlan(src, dst, w, q.numel(), step_size, cfl)
+            clips = []
             for _ in range(steps):
-                q, tau_eff, clip = plan.step(q, loss, beta, mass)
+                q, tau_eff, clip = plan.step(q, loss, beta)
                 taus.append(tau_eff)
-                clipped = clipped + clip
+                clips.append(clip)
+            q = q * (mass / q.sum())
+            clipped = torch.stack(clips).sum().neg()
         else:
             for _ in range(steps):
                 q, tau_eff, clip = _step(
