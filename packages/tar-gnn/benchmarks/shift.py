@@ -41,9 +41,7 @@ README = PKG / "README.md"
 
 # label -> (method, method options, TrainConfig overrides); four per method (equal budget)
 GRID: dict[str, list[tuple[str, str, dict[str, Any], dict[str, Any]]]] = {
-    "erm": [
-        (f"erm wd={wd:g}", "erm", {}, {"weight_decay": wd}) for wd in (0.0, 1e-4, 1e-3, 1e-2)
-    ],
+    "erm": [(f"erm wd={wd:g}", "erm", {}, {"weight_decay": wd}) for wd in (0.0, 1e-4, 1e-3, 1e-2)],
     "groupdro (oracle)": [
         (f"groupdro eta={e:g}", "groupdro", {"eta": e}, {}) for e in (0.1, 1.0, 10.0, 100.0)
     ],
@@ -63,6 +61,19 @@ DIAG = [
     ("diag tar beta=0.1 T_in=5", "tar", {"beta": 0.1, "steps": 5}, {}),
 ]
 SETTINGS = ("csbm-clustered", "csbm-scattered", "cora-degree-covariate")
+# --paper-scale: the paper's GOOD node datasets (domain, shift), read from GOOD's processed files
+PAPER = [
+    (name, domain, shift)
+    for name, domains in (
+        ("GOODCora", ("word", "degree")),
+        ("GOODArxiv", ("time", "degree")),
+        ("GOODTwitch", ("language",)),
+        ("GOODWebKB", ("university",)),
+        ("GOODCBAS", ("color",)),
+    )
+    for domain in domains
+    for shift in ("covariate", "concept")
+]
 
 
 def data_root() -> Path:
@@ -71,6 +82,8 @@ def data_root() -> Path:
 
 
 def train_config(setting: str) -> T.TrainConfig:
+    if setting.startswith("good-"):  # GOOD's node-task defaults (3-layer GCN, width 300)
+        return T.TrainConfig(epochs=100, hidden=300, layers=3, lr=1e-3)
     if setting.startswith("csbm"):
         return T.TrainConfig(epochs=100, hidden=32, layers=2, lr=1e-2)
     return T.TrainConfig(epochs=100, hidden=64, layers=3, lr=1e-3)
@@ -92,6 +105,9 @@ def build(setting: str, seed: int) -> Any:
             _CORA["data"] = split.apply(base)
             _CORA["cut_rule"] = split.info.get("cut_rule")
         return _CORA["data"]
+    if setting.startswith("good-"):
+        _, name, domain, shift = setting.split("-")
+        return T.load_good_processed(_CORA["good_root"], name, domain, shift)
     raise SystemExit(f"--setting must be one of {', '.join(SETTINGS)}, got {setting!r}")
 
 
@@ -209,9 +225,7 @@ def summarise(setting: str, seeds: list[int], runs: dict[str, Any]) -> dict[str,
     out["table"] = table
     if "erm" in selected:
         erm = selected["erm"]
-        gap = [
-            runs[erm][str(s)]["id_test_acc"] - runs[erm][str(s)]["ood_test_acc"] for s in seeds
-        ]
+        gap = [runs[erm][str(s)]["id_test_acc"] - runs[erm][str(s)]["ood_test_acc"] for s in seeds]
         out["erm_id_minus_ood"] = t_interval(gap)
         paired = {}
         for method, label in selected.items():
@@ -223,8 +237,7 @@ def summarise(setting: str, seeds: list[int], runs: dict[str, Any]) -> dict[str,
             ]
             ci = t_interval(diffs)
             id_diffs = [
-                runs[label][str(s)]["id_test_acc"] - runs[erm][str(s)]["id_test_acc"]
-                for s in seeds
+                runs[label][str(s)]["id_test_acc"] - runs[erm][str(s)]["id_test_acc"] for s in seeds
             ]
             paired[method] = {
                 "label": label,
@@ -233,6 +246,31 @@ def summarise(setting: str, seeds: list[int], runs: dict[str, Any]) -> dict[str,
                 "id_minus_erm": t_interval(id_diffs),
             }
         out["paired_vs_erm"] = paired
+        # every TAR setting (grid and diag rows) against ERM on ID-test: which keep ID accuracy
+        tar_id = {}
+        for label in [lab for lab, *_ in GRID["tar"]] + [lab for lab, *_ in DIAG]:
+            if complete(label):
+                tar_id[label] = t_interval(
+                    [
+                        runs[label][str(s)]["id_test_acc"] - runs[erm][str(s)]["id_test_acc"]
+                        for s in seeds
+                    ]
+                )
+        out["tar_id_minus_erm"] = tar_id
+    if "tar" in selected:
+        tar = selected["tar"]
+        vs = {}
+        for method, label in selected.items():
+            if method == "tar":
+                continue
+            ci = t_interval(
+                [
+                    runs[tar][str(s)]["ood_test_acc"] - runs[label][str(s)]["ood_test_acc"]
+                    for s in seeds
+                ]
+            )
+            vs[method] = {"label": label, "tar_minus": ci, "verdict": verdict(ci)}
+        out["paired_tar_vs"] = vs
     return out
 
 
@@ -303,9 +341,7 @@ def timing(repeats: int) -> dict[str, Any]:
         for name, method in (("erm", T.ERM()), ("tar", T.TAR())):
             method.setup(data, tm)
             torch.manual_seed(0)
-            model = GNN(
-                data.x.size(1), int(data.y.max()) + 1, hidden=cfg.hidden, layers=cfg.layers
-            )
+            model = GNN(data.x.size(1), int(data.y.max()) + 1, hidden=cfg.hidden, layers=cfg.layers)
             runs[name] = (method, model, torch.optim.Adam(model.parameters(), lr=cfg.lr))
         times: dict[str, list[float]] = {"erm": [], "tar": []}
         for r in range(repeats + 10):
@@ -349,7 +385,7 @@ def ci_text(ci: dict[str, float]) -> str:
 def render(results: dict[str, Any], diag: dict[str, Any] | None, tim: dict[str, Any] | None) -> str:
     lines = ["<!-- shift:start -->"]
     meta = results.get("_meta", {})
-    settings = [s for s in SETTINGS if s in results]
+    settings = [s for s in results if s != "_meta"]
     if settings:
         n = len(results[settings[0]]["seeds"])
         lines += [
@@ -396,6 +432,21 @@ def render(results: dict[str, Any], diag: dict[str, Any] | None, tim: dict[str, 
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
         lines += [
             "",
+            "**TAR (selected) minus each selected method**, OOD-test, paired by seed:",
+            "",
+            "| TAR − | " + " | ".join(settings) + " |",
+            "|---|" + "---|" * len(settings),
+        ]
+        for method in GRID:
+            if method == "tar":
+                continue
+            cells = []
+            for s in settings:
+                v = results[s].get("paired_tar_vs", {}).get(method)
+                cells.append(f"{ci_text(v['tar_minus'])} *{v['verdict']}*" if v else "n/a")
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+        lines += [
+            "",
             "GroupDRO is the oracle (it reads the group labels: majority/minority on CSBM, GOOD's "
             "10 degree environments on Cora); the other methods are label-free except V-REx and "
             "IRM, which read the same labels. ± is the sample std over seeds.",
@@ -404,7 +455,9 @@ def render(results: dict[str, Any], diag: dict[str, Any] | None, tim: dict[str, 
             "selected epoch; `diag` rows are outside the selection grid):",
             "",
             "| TAR setting | "
-            + " | ".join(f"{s}: OOD-val / OOD-test / ID-test / ESS/n / minority mass" for s in settings)
+            + " | ".join(
+                f"{s}: OOD-val / OOD-test / ID-test / ESS/n / minority mass" for s in settings
+            )
             + " |",
             "|---|" + "---|" * len(settings),
         ]
@@ -419,9 +472,12 @@ def render(results: dict[str, Any], diag: dict[str, Any] | None, tim: dict[str, 
                 mass = row.get("flagged_mass")
                 share = row.get("flagged_share")
                 m = f"{pct(mass)}% (share {pct(share)}%)" if mass is not None else "—"
+                ci = results[s].get("tar_id_minus_erm", {}).get(label)
+                keep = f"; ID − ERM {ci_text(ci)} *{verdict(ci)}*" if ci else ""
                 cells.append(
                     f"{pct(row['ood_val_acc']['mean'])} / {pct(row['ood_test_acc']['mean'])} / "
                     f"{pct(row['id_test_acc']['mean'])} / {row.get('ess_frac', math.nan):.2f} / {m}"
+                    f"{keep}"
                 )
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         erm_id = {
@@ -449,9 +505,7 @@ def render(results: dict[str, Any], diag: dict[str, Any] | None, tim: dict[str, 
             lines += [
                 f"*{setting}* (n_train = {diag[setting]['n_train']})",
                 "",
-                "| G0 | T_in | "
-                + " | ".join(f"β={b:g}" for b in diag["betas"])
-                + " |",
+                "| G0 | T_in | " + " | ".join(f"β={b:g}" for b in diag["betas"]) + " |",
                 "|---|---|" + "---|" * len(diag["betas"]),
             ]
             keys = sorted(
@@ -462,7 +516,9 @@ def render(results: dict[str, Any], diag: dict[str, Any] | None, tim: dict[str, 
                 cells = []
                 for b in diag["betas"]:
                     r = next(
-                        x for x in rows if x["graph"] == graph and x["steps"] == steps and x["beta"] == b
+                        x
+                        for x in rows
+                        if x["graph"] == graph and x["steps"] == steps and x["beta"] == b
                     )
                     c = f"{r['ess_frac']:.2f} / {r['max_qn']:.1f}"
                     if "flagged_mass" in r:
@@ -510,10 +566,15 @@ def write_readme(block: str) -> None:
 
 def load_all() -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
     results: dict[str, Any] = {}
-    for s in SETTINGS:
+    names = list(SETTINGS) + [f"good-{n}-{d}-{s}" for n, d, s in PAPER]
+    for s in names:
         f = RESULTS / f"shift-{s}.json"
         if f.is_file():
             r = json.loads(f.read_text())
+            seeds = r["seeds"]
+            if s == "cora-degree-covariate" and "cut_rule" in r:
+                _CORA["cut_rule"] = r["cut_rule"]
+            r = summarise(s, seeds, r["runs"])  # recomputed from the runs with this script
             if r.get("selected_on_ood_val", {}).get("erm") is not None:
                 results[s] = r
     meta_f = RESULTS / "shift-meta.json"
@@ -540,6 +601,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timing", action="store_true")
     p.add_argument("--timing-repeats", type=int, default=200)
     p.add_argument("--render-only", action="store_true")
+    p.add_argument(
+        "--paper-scale",
+        action="store_true",
+        help="also run the paper's GOOD datasets found under --good-root (GOOD's processed files)",
+    )
+    p.add_argument(
+        "--good-root",
+        type=Path,
+        default=None,
+        help="GOOD's dataset root holding <name>/<domain>/processed/<shift>.pt",
+    )
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
@@ -562,14 +634,32 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.render_only:
         for setting in args.setting or []:
-            if setting.startswith("cora") and not (
-                data_root() / "planetoid" / "Cora" / "raw"
-            ).is_dir():
+            if (
+                setting.startswith("cora")
+                and not (data_root() / "planetoid" / "Cora" / "raw").is_dir()
+            ):
                 print(f"Cora not found under the data root: skipping {setting}")
                 continue
             run_setting(
                 setting, list(range(args.seeds)), args.resume, args.quiet, not args.no_diag_runs
             )
+        if args.paper_scale:
+            if args.good_root is None or not args.good_root.is_dir():
+                p.error(
+                    f"--paper-scale needs --good-root, an existing folder (got {args.good_root})"
+                )
+            _CORA["good_root"] = args.good_root
+            for name, domain, shift in PAPER:
+                if not (args.good_root / name / domain / "processed" / f"{shift}.pt").is_file():
+                    print(f"GOOD file for {name}/{domain}/{shift} not found: skipped")
+                    continue
+                run_setting(
+                    f"good-{name}-{domain}-{shift}",
+                    list(range(args.seeds)),
+                    args.resume,
+                    args.quiet,
+                    not args.no_diag_runs,
+                )
         if args.diagnose:
             diagnose(args.quiet)
         if args.timing:

@@ -173,22 +173,18 @@ def test_user_column_and_save_load(tmp_path):
         T.load_split(tmp_path / "bad.npz")
 
 
-def hub_and_leaves(hubs=10, leaves_per_hub=8, isolated=0):
+def hub_and_leaves(hubs=10, leaves_per_hub=8):
     """A graph where most nodes have degree 1 (leaves), like CiteSeer's long low-degree tail: GOOD's
     degree cut (descending) falls inside the run of degree-1 nodes."""
     from torch_geometric.data import Data
 
-    pairs = []
-    for h in range(hubs):  # hubs in a chain, degrees vary by position, each with its own leaves
-        if h + 1 < hubs:
-            pairs.append((h, h + 1))
-        for k in range(leaves_per_hub + h):
-            pairs.append((h, hubs + len([p for p in pairs if p[0] >= 0]) + 10_000))
-    # renumber the leaves densely
-    leaves = sorted({b for _, b in pairs if b >= 10_000})
-    remap = {b: hubs + i for i, b in enumerate(leaves)}
-    pairs = [(a, remap.get(b, b)) for a, b in pairs]
-    n = hubs + len(leaves) + isolated
+    pairs = [(h, h + 1) for h in range(hubs - 1)]  # hubs in a chain
+    leaf = hubs
+    for h in range(hubs):  # hub h gets leaves_per_hub + h leaves: distinct hub degrees
+        for _ in range(leaves_per_hub + h):
+            pairs.append((h, leaf))
+            leaf += 1
+    n = leaf
     ei = torch.tensor(pairs).t()
     ei = torch.cat([ei, ei.flip(0)], 1)
     g = torch.Generator().manual_seed(0)

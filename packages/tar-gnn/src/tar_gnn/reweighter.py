@@ -136,7 +136,7 @@ class TARWeighter:
         self._last_inputs: tuple[Tensor, Tensor, FlowResult] | None = None
         self.last_result: FlowResult | None = None
         self.pairs: Tensor | None = None
-        self._canon = None
+        self._canon: tuple[Tensor, Tensor, Tensor] | None = None
         self.weights: Tensor | None = None
         self.n = 0
         if data is not None:
@@ -178,7 +178,7 @@ class TARWeighter:
         self._edge_index = edge_index.cpu()
         self._num_nodes = int(num_nodes if num_nodes is not None else mask.numel())
         kind, _ = parse_transport_graph(self.transport_graph)
-        self._canon: tuple[Tensor, Tensor, Tensor] | None = None
+        self._canon = None
         if kind == "knn" and self.knn_space == "embedding":
             self.pairs = None  # built from the embedding at each call
         else:
