@@ -550,6 +550,34 @@ def render(results: dict[str, Any], diag: dict[str, Any] | None, tim: dict[str, 
             + "; ".join(parts)
             + f". Target ≤ 1.3×: {'**met**' if worst <= 1.3 else '**missed**'} (worst {worst:.2f}×).",
         ]
+    if settings:
+        lines += ["", "**Verdicts** (generated from the same JSON):", ""]
+        for s in settings:
+            r = results[s]
+            bits = []
+            gap = r.get("erm_id_minus_ood")
+            if gap:
+                ok = "met" if gap["mean"] >= 0.10 else "**missed**"
+                bits.append(f"power (ERM ID − OOD ≥ 10 points in mean) {ok}")
+            pv = r.get("paired_vs_erm", {})
+            if "groupdro (oracle)" in pv:
+                bits.append(f"control GroupDRO vs ERM *{pv['groupdro (oracle)']['verdict']}*")
+            if "tar" in pv:
+                bits.append(f"TAR vs ERM *{pv['tar']['verdict']}*")
+            tv = r.get("paired_tar_vs", {})
+            others = [f"{m} *{v['verdict']}*" for m, v in tv.items() if m != "erm"]
+            if others:
+                bits.append("TAR vs " + ", ".join(others))
+            keep = [
+                lab
+                for lab, ci in r.get("tar_id_minus_erm", {}).items()
+                if verdict(ci) in ("tie", "ahead")
+            ]
+            bits.append(
+                "TAR settings whose ID-test ties or beats ERM's: "
+                + (", ".join(f"`{k}`" for k in keep) if keep else "none")
+            )
+            lines.append(f"- {s}: " + "; ".join(bits) + ".")
     lines.append("<!-- shift:end -->")
     return "\n".join(lines)
 
