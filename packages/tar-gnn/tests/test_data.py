@@ -90,3 +90,28 @@ def test_planetoid_folder_errors(tmp_path):
     (raw / "ind.toy.x").write_bytes(b"")
     with pytest.raises(ValueError, match="missing Planetoid file"):
         T.load_planetoid(tmp_path)
+
+
+@pytest.mark.parametrize("clustered", [True, False])
+def test_csbm_shift_family_structure(clustered):
+    data = T.make_csbm_shift(1000, 0, clustered=clustered, shift=0.9, minority=0.1)
+    y, colour, mino = data.y, data.colour, data.minority
+    pool = data.train_mask | data.id_val_mask | data.id_test_mask
+    # colour = label on the majority, flipped on the minority and on about 90% of OOD nodes
+    assert bool((colour[pool & ~mino] == y[pool & ~mino]).all())
+    assert bool((colour[mino] != y[mino]).all())
+    assert abs(float(mino[pool].double().mean()) - 0.1) < 0.01
+    ood = data.ood_test_mask | data.ood_val_mask
+    assert abs(float((colour[ood] != y[ood]).double().mean()) - 0.9) < 0.05
+    # group labels for the oracle on training nodes only
+    assert set(data.env_id[data.train_mask].tolist()) == {0, 1}
+    assert bool((data.env_id[~pool] == -1).all())
+    # clustered: minority nodes' edges mostly stay inside the minority; scattered: mostly not
+    src, dst = data.edge_index
+    from_min = mino[src]
+    inside = float((mino[dst][from_min]).double().mean())
+    assert inside > 0.5 if clustered else inside < 0.3
+    # OOD nodes mostly see OOD neighbours (region assortativity)
+    assert float(ood[dst][ood[src]].double().mean()) > 0.8
+    with pytest.raises(ValueError, match="minority"):
+        T.make_csbm_shift(1000, 0, minority=0.6)

@@ -171,3 +171,70 @@ def test_user_column_and_save_load(tmp_path):
     np.savez(tmp_path / "bad.npz", **arrays)
     with pytest.raises(ValueError, match="booleans"):
         T.load_split(tmp_path / "bad.npz")
+
+
+def hub_and_leaves(hubs=10, leaves_per_hub=8):
+    """A graph where most nodes have degree 1 (leaves), like CiteSeer's long low-degree tail: GOOD's
+    degree cut (descending) falls inside the run of degree-1 nodes."""
+    from torch_geometric.data import Data
+
+    pairs = [(h, h + 1) for h in range(hubs - 1)]  # hubs in a chain
+    leaf = hubs
+    for h in range(hubs):  # hub h gets leaves_per_hub + h leaves: distinct hub degrees
+        for _ in range(leaves_per_hub + h):
+            pairs.append((h, leaf))
+            leaf += 1
+    n = leaf
+    ei = torch.tensor(pairs).t()
+    ei = torch.cat([ei, ei.flip(0)], 1)
+    g = torch.Generator().manual_seed(0)
+    return Data(x=torch.rand(n, 5, generator=g), edge_index=ei, y=torch.randint(0, 3, (n,)))
+
+
+def cycle_pairs_isolated():
+    """55 nodes on a cycle (degree 2), 15 disjoint pairs (degree 1), 15 isolated nodes: GOOD's cuts
+    at 60 and 80 both fall inside the run of degree-1 nodes (positions 55..84)."""
+    from torch_geometric.data import Data
+
+    pairs = [(i, (i + 1) % 55) for i in range(55)] + [(55 + 2 * k, 56 + 2 * k) for k in range(15)]
+    ei = torch.tensor(pairs).t()
+    ei = torch.cat([ei, ei.flip(0)], 1)
+    n = 100
+    return Data(x=torch.rand(n, 5), edge_index=ei, y=torch.randint(0, 3, (n,)), num_nodes=n)
+
+
+@pytest.mark.parametrize("isolated", [0, 1])
+def test_covariate_fallback_when_ties_swallow_the_cut(isolated):
+    data = cycle_pairs_isolated() if isolated else hub_and_leaves()
+    n = int(data.num_nodes)
+    with pytest.raises(ValueError, match="fallback"):
+        T.good_covariate_split(data, "degree", fallback="error")
+    with pytest.warns(UserWarning, match="fallback"):
+        split = T.good_covariate_split(data, "degree", seed=0)
+    check_partition(split, n)
+    assert all(v > 0 for v in split.sizes().values())
+    deg = T.domain_values(data, "degree")
+    tr = split.masks["train_mask"] | split.masks["id_val_mask"] | split.masks["id_test_mask"]
+    val, test = split.masks["ood_val_mask"], split.masks["ood_test_mask"]
+    # still a covariate shift by degree: train >= OOD-val >= OOD-test
+    assert deg[tr].min() >= deg[val].max() and deg[val].min() >= deg[test].max()
+    if isolated:  # three distinct values around the cut: cuts at value changes, none spans splits
+        assert split.info["cut_rule"] == "nearest"
+        assert deg[tr].min() > deg[val].max() and deg[val].min() > deg[test].max()
+    else:  # hubs then degree-1 leaves only: the cuts must go inside the run of ties
+        assert split.info["cut_rule"] == "within"
+        assert split.sizes()["ood_test_mask"] == n - math.floor(0.8 * n)
+
+
+def test_within_fallback_keeps_the_ratios():
+    data = cycle_pairs_isolated()
+    n = int(data.num_nodes)
+    with pytest.warns(UserWarning):
+        split = T.good_covariate_split(data, "degree", fallback="within", seed=1)
+    assert split.info["cut_rule"] == "within"
+    assert split.sizes()["ood_val_mask"] == math.floor(0.8 * n) - math.floor(0.6 * n)
+
+
+def test_good_rule_unchanged_when_it_works():
+    split = T.good_covariate_split(graph(), "degree", seed=0)
+    assert split.info["cut_rule"] == "good"

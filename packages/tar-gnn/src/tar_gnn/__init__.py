@@ -14,6 +14,7 @@ from .data import (
     load_planetoid,
     load_split,
     make_csbm_ood,
+    make_csbm_shift,
     save_split,
     validate_graph,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "load_split",
     "long_tail_split",
     "make_csbm_ood",
+    "make_csbm_shift",
     "make_method",
     "make_split",
     "parse_transport_graph",

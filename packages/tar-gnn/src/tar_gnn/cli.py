@@ -119,6 +119,14 @@ def _add_data_flags(p: argparse.ArgumentParser, *, split: bool = True) -> None:
         "values (default: descending)",
     )
     s.add_argument(
+        "--split-fallback",
+        choices=("nearest", "within", "error"),
+        default="nearest",
+        help="covariate shift, when GOOD's cut rule leaves a split empty (ties): cut at the nearest "
+        "domain-value changes that fill every split, cut inside the tied values, or stop with an "
+        "error (default: nearest)",
+    )
+    s.add_argument(
         "--num-envs",
         type=C.positive_int(),
         default=10,
@@ -344,7 +352,11 @@ def _apply_split(args: argparse.Namespace, data: Any) -> tuple[Any, dict[str, An
             domain = _domain_values(args.domain_file, int(data.num_nodes))
     kwargs: dict[str, Any] = {}
     if args.shift == "covariate":
-        kwargs = {"order": args.order, "num_envs": args.num_envs}
+        kwargs = {
+            "order": args.order,
+            "num_envs": args.num_envs,
+            "fallback": args.split_fallback,
+        }
     elif args.shift == "concept":
         kwargs = {"label_stat": args.label_stat}
     flag = "--domain-file" if args.domain_file is not None else "--domain"

@@ -466,6 +466,101 @@ def make_csbm_ood(
     return data
 
 
+def make_csbm_shift(
+    n_nodes: int = 1000,
+    seed: int = 0,
+    *,
+    signal: float = 1.0,
+    homophily: float = 0.8,
+    shift: float = 0.9,
+    minority: float = 0.1,
+    clustered: bool = True,
+    spurious: float = 1.0,
+    kappa: float = 30.0,
+    avg_degree: float = 6.0,
+    inv_dim: int = 8,
+    env_noise: float = 0.3,
+    id_ratio: float = 0.1,
+) -> Any:
+    """A two-class contextual SBM with a spurious "colour" whose shift is strong enough to hurt ERM.
+
+    Regions: a training pool (60% of the nodes) and OOD-val and OOD-test (20% each). In the training
+    pool a fraction ``1 - minority`` of the nodes (the majority) has colour = label and the rest (the
+    minority, ``data.minority``) the other colour; in OOD-val and OOD-test the colour is flipped with
+    probability ``shift`` (the shift strength). Features: ``m_y + N(0, I)`` in ``inv_dim`` dimensions
+    (class means of norm ``signal``: the invariant part) and ``spurious * onehot(colour) + N(0,
+    env_noise^2)``. Edges: an SBM with class homophily ``homophily``, mean degree ``avg_degree`` and
+    region assortativity ``kappa`` (edges inside a region are ``kappa`` times likelier), so OOD nodes
+    mostly see OOD neighbours and aggregation does not undo the shift.
+
+    ``clustered=True`` makes the minority its own region (minority nodes link mostly to each other:
+    moving mass along edges can reach all of them); ``clustered=False`` scatters them inside the
+    majority region. ``env_id`` is 0 (majority) / 1 (minority) on training nodes: the group labels that
+    an oracle such as GroupDRO uses. ID-val and ID-test (``id_ratio`` N each) come from the training pool.
+    """
+    if n_nodes < 50:
+        raise ValueError(f"make_csbm_shift needs n_nodes >= 50, got {n_nodes}")
+    for name, v in (("homophily", homophily), ("shift", shift)):
+        if not 0 <= v <= 1:
+            raise ValueError(f"{name} must be in [0, 1], got {v}")
+    if not 0 < minority < 0.5:
+        raise ValueError(f"minority must be in (0, 0.5), got {minority}")
+    if kappa <= 0 or avg_degree <= 0 or signal < 0 or spurious < 0:
+        raise ValueError("kappa, avg_degree must be > 0; signal, spurious >= 0")
+    rng = np.random.default_rng(seed)
+    n, c = n_nodes, 2
+    y = rng.integers(0, c, size=n)
+    perm = rng.permutation(n)
+    n_pool, n_val = math.floor(0.6 * n), math.floor(0.2 * n)
+    region = np.empty(n, dtype=np.int64)  # 0 majority, 1 minority, 2 OOD-val, 3 OOD-test
+    pool = perm[:n_pool]
+    n_min = max(1, round(minority * n_pool))
+    region[pool] = 0
+    region[pool[:n_min]] = 1
+    region[perm[n_pool : n_pool + n_val]] = 2
+    region[perm[n_pool + n_val :]] = 3
+    flip = np.where(region == 1, True, False)
+    ood = region >= 2
+    flip[ood] = rng.random(int(ood.sum())) < shift
+    colour = np.where(flip, 1 - y, y)
+    means = rng.standard_normal((c, inv_dim))
+    means *= signal / np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
+    x_inv = means[y] + rng.standard_normal((n, inv_dim))
+    x_sp = spurious * np.eye(c)[colour] + env_noise * rng.standard_normal((n, c))
+    x = np.concatenate([x_inv, x_sp], axis=1)
+    block = region.copy() if clustered else np.where(region == 1, 0, region)
+    block = np.unique(block, return_inverse=True)[1]
+    edge_index = _sbm_edges(rng, y, block, np.ones(n), c, homophily, kappa, avg_degree)
+    Data = _data_cls()
+    data = Data(
+        x=torch.tensor(x, dtype=torch.float32),
+        edge_index=edge_index,
+        y=torch.tensor(y, dtype=torch.long),
+    )
+    data.minority = torch.tensor(region == 1)
+    data.colour = torch.tensor(colour)
+    data.name = "csbm-shift-" + ("clustered" if clustered else "scattered")
+    pool_perm = rng.permutation(pool)
+    n_id = math.floor(id_ratio * n)
+    cut = len(pool_perm) - 2 * n_id
+
+    def mask(idx: np.ndarray) -> Tensor:
+        m = torch.zeros(n, dtype=torch.bool)
+        m[torch.as_tensor(idx, dtype=torch.long)] = True
+        return m
+
+    data.train_mask = mask(pool_perm[:cut])
+    data.id_val_mask = mask(pool_perm[cut : cut + n_id])
+    data.id_test_mask = mask(pool_perm[cut + n_id :])
+    data.ood_val_mask = mask(np.flatnonzero(region == 2))
+    data.ood_test_mask = mask(np.flatnonzero(region == 3))
+    env = np.full(n, -1, dtype=np.int64)
+    env[pool] = region[pool]
+    data.env_id = torch.tensor(env)
+    data.domain_id = torch.tensor(region)
+    return data
+
+
 def _sbm_edges(
     rng: np.random.Generator,
     y: np.ndarray,

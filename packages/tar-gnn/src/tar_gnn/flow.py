@@ -245,7 +245,8 @@ def gw_step(
     src, dst, w = _canonical(edge_index, edge_weight)
     w = w.to(q.dtype)
     loss = loss.to(q.dtype)
-    return _step(q, loss, src, dst, w, beta, step_size, scheme, cfl, on_exceed)
+    new, tau_eff, clipped = _step(q, loss, src, dst, w, beta, step_size, scheme, cfl, on_exceed)
+    return new, float(tau_eff), float(clipped)
 
 
 def _step(
@@ -260,52 +261,106 @@ def _step(
     cfl: float | None,
     on_exceed: str,
     both: Tensor | None = None,
-) -> tuple[Tensor, float, float]:
+    mass: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """One step, all on the device: returns ``(q_next, tau_eff, clipped_mass)`` as tensors.
+
+    Nothing here reads a value back to the host (no ``float()``/``item()``/``bool()`` on a tensor)
+    except the two modes that must: ``on_exceed="raise"`` (to raise) and ``cfl=None`` (to warn).
+    """
     if both is None:
         both = torch.cat([src, dst])
     phi = potential(q, loss, beta)
     flux, r, s, donor = _rates(q, phi, src, dst, w, beta, scheme, both)
-    tau_eff = tau
+    inf = torch.full((), math.inf, dtype=q.dtype, device=q.device)
+    tau_t = torch.full((), tau, dtype=q.dtype, device=q.device)
+    tau_eff = tau_t
     if cfl is not None and on_exceed == "limit":
         # the global stability cap stays; the positivity cap becomes a per-donor flux limiter
-        top = float(s.max()) if s.numel() else 0.0
-        if top > 0:
-            tau_eff = min(tau, cfl / top)
+        top = s.max() if s.numel() else torch.zeros((), dtype=q.dtype, device=q.device)
+        tau_eff = torch.where(top * tau > cfl, cfl / top.clamp_min(EPS), tau_t)
         rt = r * tau_eff
         factor = torch.where(rt > cfl, cfl / rt.clamp_min(EPS), torch.ones_like(r))
         flux = flux * factor[donor]
     elif cfl is not None:
-        bound = math.inf
-        for rate in (r, s):
-            top = float(rate.max()) if rate.numel() else 0.0
-            if top > 0:
-                bound = min(bound, 1.0 / top)
-        if tau > cfl * bound * (1 + 1e-12):
-            if on_exceed == "raise":
-                raise StepSizeError(
-                    f"step_size={tau:g} exceeds the step-size bound cfl * min(1/max r, 1/max s) = "
-                    f"{cfl:g} * {bound:.6g} = {cfl * bound:.6g}; lower step_size or use "
-                    "on_exceed='cap'"
-                )
-            tau_eff = cfl * bound
+        # min(1/max r, 1/max s) = 1 / max(max r, max s); a zero maximum drops out (bound = inf)
+        top = torch.maximum(r.max(), s.max())
+        bound = torch.where(top > 0, 1.0 / top.clamp_min(EPS * EPS), inf)
+        over = tau_t > cfl * bound * (1 + 1e-12)
+        if on_exceed == "raise" and bool(over):
+            b = float(bound)
+            raise StepSizeError(
+                f"step_size={tau:g} exceeds the step-size bound cfl * min(1/max r, 1/max s) = "
+                f"{cfl:g} * {b:.6g} = {cfl * b:.6g}; lower step_size or use on_exceed='cap'"
+            )
+        tau_eff = torch.where(over, cfl * bound, tau_t)
     delta = torch.zeros_like(q).index_add_(0, both, torch.cat([-flux, flux]))
     new = q + tau_eff * delta
-    clipped = 0.0
-    lowest = float(new.min())
-    if lowest < 0:
-        clipped = float(-new.clamp_max(0).sum())
-        # within the bound only rounding (|x| ~ 1e-16 * tau * flux) can go below zero: no warning then
-        if cfl is None and scheme == "upwind" and lowest < -1e-12:
+    clipped = new.clamp_max(0).sum().neg()
+    # within the bound only rounding (|x| ~ 1e-16 * tau * flux) can go below zero: no warning then
+    if cfl is None and scheme == "upwind":
+        lowest = float(new.min())
+        if lowest < -1e-12:
             warnings.warn(
                 f"gw_flow: step_size={tau:g} without the CFL cap made {int((new < 0).sum())} "
                 "weight(s) negative; they were clipped to 0 (use cfl=0.9 or a smaller step_size)",
                 RuntimeWarning,
                 stacklevel=3,
             )
-        new = new.clamp_min(0)
-    total = new.sum()
-    new = new * (q.sum() / total)
-    return new, float(tau_eff), clipped
+    new = new.clamp_min(0)
+    new = new * ((q.sum() if mass is None else mass) / new.sum())
+    return new, tau_eff, clipped
+
+
+class _UpwindPlan:
+    """The default step (upwind mobility, CFL cap) with one gather and one scatter per step.
+
+    Every undirected edge is held in both directions (tail x -> head y). One ``index_select`` on the
+    concatenation [Phi, q] reads Phi and q at the tails and heads, and one ``index_add_`` into a flat
+    [3n] buffer accumulates per node the net mass change, the outflow rate
+    r_x = sum_y w_xy max(Phi_y - Phi_x, 0) and sum_y w_xy theta_xy (for the entropy stiffness s_x).
+    The result equals :func:`_step` with ``scheme="upwind"`` up to the order of floating-point sums.
+    """
+
+    def __init__(self, src: Tensor, dst: Tensor, w: Tensor, n: int, tau: float, cfl: float):
+        self.m = src.numel()
+        self.n = n
+        tail, head = torch.cat([src, dst]), torch.cat([dst, src])
+        self.gather = torch.cat([tail, head, tail + n, head + n])
+        # scatter: -out at tails, +out at heads (net change), rate at tails (r), w*theta at both
+        # ends of each undirected edge (theta is symmetric)
+        self.scatter = torch.cat([tail, head, tail + n, tail + 2 * n])
+        self.w = None if bool((w == 1).all()) else w
+        self.w2 = None if self.w is None else torch.cat([w, w])
+        self.tau = torch.full((), tau, dtype=torch.float64, device=src.device)
+        self.cfl = cfl
+
+    def step(self, q: Tensor, loss: Tensor, beta: float) -> tuple[Tensor, Tensor, Tensor]:
+        """One step without the renormalisation (the caller rescales once, after the loop): upwind
+        conserves mass exactly up to rounding. Returns (q_next, tau_eff, negative mass clipped)."""
+        n, m, m2 = self.n, self.m, 2 * self.m
+        qc = q.clamp_min(EPS)
+        # Phi up to the constant -beta, which cancels in every difference
+        phi = torch.add(loss, qc.log(), alpha=-beta) if beta > 0 else loss
+        g = torch.cat([phi, q]).index_select(0, self.gather)
+        q_t, q_h = g[2 * m2 : 3 * m2], g[3 * m2 :]
+        dphi = g[m2 : 2 * m2] - g[:m2]  # > 0: the tail donates to the head
+        rate = dphi.clamp_min(0)
+        if self.w2 is not None:
+            rate = rate * self.w2
+        out = q_t * rate  # mass per unit time tail -> head (upwind: the donor's own mass)
+        # theta per undirected edge = the donor's mass; on a tie the canonical head's (as _mobility)
+        theta = torch.where(dphi[:m] > 0, q_t[:m], q_h[:m])
+        theta = theta * (beta if self.w is None else self.w * beta)
+        acc = torch.zeros(3 * n, dtype=q.dtype, device=q.device).index_add_(
+            0, self.scatter, torch.cat([out.neg(), out, rate, theta, theta])
+        )
+        # min(1/max r, 1/max s): one maximum over r and s = beta * sum_j w theta / q
+        top = torch.maximum(acc[n : 2 * n], acc[2 * n :] / qc).max()
+        tau_eff = torch.minimum(self.tau, self.cfl / top)  # top = 0 gives inf: the step is tau
+        new = torch.addcmul(q, acc[:n], tau_eff)
+        clipped = new.clamp_max(0).sum()
+        return new.clamp_min(0), tau_eff, clipped
 
 
 def gw_flow(
@@ -371,16 +426,51 @@ def gw_flow(
     w = w.to(torch.float64)
     if steps == 0 or step_size == 0 or src.numel() == 0:
         return FlowResult(q=q.clone(), uniform=start_uniform)
-    result = FlowResult(q=q)
+    return _flow(q, loss64, src, dst, w, beta, step_size, steps, scheme, cfl, on_exceed)
+
+
+def _flow(
+    q: Tensor,
+    loss: Tensor,
+    src: Tensor,
+    dst: Tensor,
+    w: Tensor,
+    beta: float,
+    step_size: float,
+    steps: int,
+    scheme: str,
+    cfl: float | None,
+    on_exceed: str,
+) -> FlowResult:
+    """The inner loop on validated float64 inputs. The T_in steps stay on the device: the step sizes
+    and clipped masses are read back once, after the loop (one host sync per flow, not per step)."""
     both = torch.cat([src, dst])
+    taus: list[Tensor] = []
+    clipped = torch.zeros((), dtype=q.dtype, device=q.device)
+    fast = scheme == "upwind" and cfl is not None and on_exceed == "cap"
     with torch.no_grad():
-        for _ in range(steps):
-            q, tau_eff, clipped = _step(
-                q, loss64, src, dst, w, beta, step_size, scheme, cfl, on_exceed, both
-            )
-            result.tau_eff.append(tau_eff)
-            result.clipped_mass += clipped
-    result.q = q
+        mass = q.sum()
+        if fast:
+            assert cfl is not None
+            plan = _UpwindPlan(src, dst, w, q.numel(), step_size, cfl)
+            clips = []
+            for _ in range(steps):
+                q, tau_eff, clip = plan.step(q, loss, beta)
+                taus.append(tau_eff)
+                clips.append(clip)
+            q = q * (mass / q.sum())
+            clipped = torch.stack(clips).sum().neg()
+        else:
+            for _ in range(steps):
+                q, tau_eff, clip = _step(
+                    q, loss, src, dst, w, beta, step_size, scheme, cfl, on_exceed, both, mass
+                )
+                taus.append(tau_eff)
+                clipped = clipped + clip
+    result = FlowResult(q=q)
+    values = torch.stack([*taus, clipped]).tolist()  # the one read-back
+    result.tau_eff = [float(t) for t in values[:-1]]
+    result.clipped_mass = float(values[-1])
     result.total_time = float(sum(result.tau_eff))
     return result
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,6 +152,49 @@ def _mask(n: int, idx: Sequence[int] | np.ndarray) -> Tensor:
     return m
 
 
+def _covariate_cuts(
+    od: np.ndarray, targets: tuple[int, int], max_shift: float = 0.2, min_train: int = 0
+) -> tuple[tuple[int, int], str]:
+    """Cut positions in the domain order ``od`` and the rule that gave them.
+
+    ``good``: each cut moves forward to the next change of domain value (GOOD's rule), when that
+    leaves all three blocks non-empty. ``nearest``: the changes nearest to the targets with
+    0 < c1 < c2 < n, when they move the cuts by at most ``max_shift * n`` positions in total and keep
+    at least ``min_train`` training nodes. ``within``: otherwise (cut inside the tied runs).
+    """
+    n = od.size
+    changes = np.flatnonzero(od[1:] != od[:-1]) + 1  # positions p with od[p] != od[p - 1]
+
+    def forward(t: int) -> int:
+        i = int(np.searchsorted(changes, t, side="left"))
+        return int(changes[i]) if i < changes.size else n
+
+    c1 = forward(max(targets[0], 1))
+    c2 = forward(max(targets[1], c1))
+    if 0 < c1 < c2 < n:
+        return (c1, c2), "good"
+    if changes.size < 2:
+        return (targets[0], targets[1]), "within"
+    # the pair of changes 0 < c1 < c2 < n nearest to the targets (L1 in positions)
+    first = changes[:-1]
+    j = np.clip(np.searchsorted(changes, targets[1]), 0, changes.size - 1)
+    best: tuple[int, int, int] | None = None
+    for a in first.tolist():
+        cands = [int(changes[k]) for k in (j - 1, j) if 0 <= k < changes.size and changes[k] > a]
+        if not cands:
+            later = changes[changes > a]
+            cands = [int(later[0])]
+        b = min(cands, key=lambda c: abs(c - targets[1]))
+        cost = abs(a - targets[0]) + abs(b - targets[1])
+        if best is None or cost < best[0]:
+            best = (cost, a, b)
+    assert best is not None
+    cost, a, b = best
+    if cost > max_shift * n or a < min_train:
+        return (targets[0], targets[1]), "within"
+    return (a, b), "nearest"
+
+
 def good_covariate_split(
     data: Any,
     domain: str | Tensor = "degree",
@@ -160,6 +204,7 @@ def good_covariate_split(
     id_ratio: float = 0.1,
     num_envs: int = 10,
     env_after_shuffle: bool = False,
+    fallback: str = "nearest",
     seed: int = 0,
 ) -> ShiftSplit:
     """GOOD's covariate shift: train / OOD-val / OOD-test are consecutive blocks of the domain order.
@@ -168,7 +213,23 @@ def good_covariate_split(
     domain value never spans two splits. ``order="descending"`` (GOOD's Cora and Arxiv/degree) trains on
     the largest values. ID-val and ID-test are floor(id_ratio N) each, taken from the shuffled training
     block. ``env_after_shuffle=True`` reproduces old GOOD-Cora (environments cut after shuffling).
+
+    **Fallback** when GOOD's rule leaves a split empty (a run of tied domain values swallows the cut,
+    e.g. degree on a graph where most low-degree nodes have degree 1, as on CiteSeer):
+
+    * ``fallback="nearest"`` (default): cut at the domain-value changes nearest to the target
+      positions that leave all three splits non-empty (domains still never span two splits, sizes
+      differ from the ratios), if that moves the two cuts by at most 0.2 N positions in total and
+      leaves room for the ID splits; otherwise the ``within`` rule;
+    * ``fallback="within"``: cut at the exact target positions inside the tied runs, the tied nodes in
+      a seeded random order (sizes match the ratios; one domain value spans two splits);
+    * ``fallback="error"``: raise ``ValueError`` as GOOD's own builder would fail.
+
+    A fallback warns (``UserWarning``) and is recorded in ``info["cut_rule"]`` (``good``, ``nearest`` or
+    ``within``).
     """
+    if fallback not in ("nearest", "within", "error"):
+        raise ValueError(f"fallback must be 'nearest', 'within' or 'error', got {fallback!r}")
     if order not in ("ascending", "descending"):
         raise ValueError(f"order must be 'ascending' or 'descending', got {order!r}")
     ratios = tuple(float(r) for r in ratios)
@@ -189,13 +250,36 @@ def good_covariate_split(
     if order == "descending":
         ordered = ordered[::-1].copy()
     od = dom.numpy()[ordered]
-    cuts = (math.floor(ratios[0] * n), math.floor((ratios[0] + ratios[1]) * n))
+    targets = (math.floor(ratios[0] * n), math.floor((ratios[0] + ratios[1]) * n))
+    cuts, rule = _covariate_cuts(od, targets, min_train=2 * math.floor(id_ratio * n) + 1)
+    if rule != "good":
+        if fallback == "error":
+            raise ValueError(
+                f"covariate split by domain {_name(domain)!r} ({int(dom.max()) + 1} distinct values): "
+                "GOOD's rule (move each cut forward to the next change of domain value) leaves a split "
+                "empty; pass fallback='nearest' or 'within' (see good_covariate_split)"
+            )
+        if rule == "within" or fallback == "within":
+            # exact cuts inside runs of tied values, the ties in a seeded random order
+            tie_rng = np.random.default_rng(seed + 104729)
+            noise = tie_rng.permutation(n)
+            key = dom.numpy().astype(np.int64) * (n + 1) + noise
+            ordered = np.argsort(key, kind="stable")
+            if order == "descending":
+                ordered = ordered[::-1].copy()
+            od = dom.numpy()[ordered]
+            cuts, rule = (max(1, targets[0]), max(targets[0] + 1, targets[1], 2)), "within"
+            cuts = (min(cuts[0], n - 2), min(cuts[1], n - 1))
+        warnings.warn(
+            f"covariate split by domain {_name(domain)!r}: GOOD's cut rule leaves a split empty "
+            f"(too many ties); used the {rule!r} fallback, sizes "
+            f"{cuts[0]}/{cuts[1] - cuts[0]}/{n - cuts[1]} (train/OOD-val/OOD-test)",
+            UserWarning,
+            stacklevel=2,
+        )
     part = np.zeros(n, dtype=np.int64)
-    k = 0
-    for pos in range(n):
-        while k < 2 and pos >= cuts[k] and pos > 0 and od[pos] != od[pos - 1]:
-            k += 1
-        part[pos] = k
+    part[cuts[0] : cuts[1]] = 1
+    part[cuts[1] :] = 2
     blocks = [ordered[part == k] for k in range(3)]
     names = ("train", "OOD-val", "OOD-test")
     for name, block in zip(names, blocks):
@@ -246,6 +330,7 @@ def good_covariate_split(
         "num_envs": len(np.unique(env[env >= 0])),
         "num_domains": int(dom.max()) + 1,
         "env_after_shuffle": env_after_shuffle,
+        "cut_rule": rule,
         "seed": seed,
     }
     out = ShiftSplit(masks, torch.from_numpy(env), dom, info)
