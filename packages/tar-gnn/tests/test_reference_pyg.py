@@ -8,10 +8,9 @@ adding a self loop only where one is missing, but it neither symmetrises nor mer
 ``to_undirected`` (which also coalesces duplicates), with the same weights (``GCNConv.lin.weight`` is
 ``[out, in]``, ``GCNLayer.weight`` is ``[in, out]``) and bias.
 
-Tolerances: float32 (the dtype tar-gnn trains in; ``gcn_propagation`` always builds float32
-values): ``atol = rtol = 1e-5``. float64: ``atol = 1e-6``, ``rtol = 0``; the propagation matrix is
-still computed in float32 and cast, so agreement is limited to float32's ~6e-8 relative error on
-its entries, not to float64 precision.
+Tolerances: float32 (the dtype tar-gnn trains in): ``atol = rtol = 1e-5``. float64 (the propagation
+matrix built in float64 with ``gcn_propagation(..., dtype=torch.float64)``): ``atol = 1e-10``,
+``rtol = 0``.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.reference
 pyg_nn = pytest.importorskip("torch_geometric.nn")
 pyg_utils = pytest.importorskip("torch_geometric.utils")
 
-TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-6, "rtol": 0.0}}
+TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-10, "rtol": 0.0}}
 
 
 def _random_undirected(n: int, m: int, seed: int) -> Tensor:
@@ -90,9 +89,8 @@ def test_gcn_layer_equals_pyg_gcnconv(name, sparse, dtype):
     edge_index, n = GRAPHS[name]
     ours, ref = _pair(5, 3, dtype, seed=len(name))
     x = _features(n, 5, dtype, seed=7, sparse=sparse)
-    prop = gcn_propagation(edge_index, n)
-    if dtype != prop.dtype:
-        prop = prop.to(dtype)  # gcn_propagation builds float32 values (see the module docstring)
+    prop = gcn_propagation(edge_index, n, dtype=dtype)
+    assert prop.dtype == dtype
     out = ours(x.to_sparse() if sparse else x, prop)
     expect = ref(x, pyg_utils.to_undirected(edge_index, num_nodes=n))
     torch.testing.assert_close(out, expect, **TOL[dtype])
@@ -103,7 +101,7 @@ def test_isolated_node_output_is_linear_map():
     edge_index, n = GRAPHS["duplicates_selfloops_isolated"]
     ours, ref = _pair(5, 3, torch.float64, seed=3)
     x = _features(n, 5, torch.float64, seed=2, sparse=False)
-    out = ours(x, gcn_propagation(edge_index, n).to(torch.float64))
+    out = ours(x, gcn_propagation(edge_index, n, dtype=torch.float64))
     lin = x @ ours.weight + ours.bias
     torch.testing.assert_close(out[6:], lin[6:].detach(), **TOL[torch.float64])
     expect = ref(x, pyg_utils.to_undirected(edge_index, num_nodes=n))
@@ -116,7 +114,7 @@ def test_duplicates_matter_to_pyg():
     edge_index, n = GRAPHS["duplicates_selfloops_isolated"]
     ours, ref = _pair(5, 3, torch.float64, seed=4)
     x = _features(n, 5, torch.float64, seed=5, sparse=False)
-    out = ours(x, gcn_propagation(edge_index, n).to(torch.float64))
+    out = ours(x, gcn_propagation(edge_index, n, dtype=torch.float64))
     raw = ref(x, edge_index)
     assert not torch.allclose(out, raw, atol=1e-3)
 
@@ -128,7 +126,7 @@ def test_gradients_match_pyg():
     x1 = _features(n, 5, torch.float64, seed=8, sparse=False).requires_grad_()
     x2 = x1.detach().clone().requires_grad_()
     w = torch.linspace(-1.0, 1.0, n * 3, dtype=torch.float64).reshape(n, 3)
-    (ours(x1, gcn_propagation(edge_index, n).to(torch.float64)) * w).sum().backward()
+    (ours(x1, gcn_propagation(edge_index, n, dtype=torch.float64)) * w).sum().backward()
     (ref(x2, pyg_utils.to_undirected(edge_index, num_nodes=n)) * w).sum().backward()
     tol = TOL[torch.float64]
     torch.testing.assert_close(ours.weight.grad, ref.lin.weight.grad.T, **tol)

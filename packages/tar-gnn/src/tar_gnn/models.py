@@ -26,15 +26,18 @@ def fast_dropout(h: Tensor, p: float, training: bool) -> Tensor:
     return h * keep * (1.0 / (1.0 - p))
 
 
-def gcn_propagation(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """D^-1/2 (A + I) D^-1/2 as a sparse COO tensor [N, N] (A symmetrised, duplicates merged)."""
+def gcn_propagation(
+    edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float32
+) -> Tensor:
+    """D^-1/2 (A + I) D^-1/2 as a sparse COO tensor [N, N] of ``dtype`` (A symmetrised, duplicates
+    merged)."""
     ei = edge_index.long()
     loops = torch.arange(num_nodes, device=ei.device)
     row = torch.cat([ei[0], ei[1], loops])
     col = torch.cat([ei[1], ei[0], loops])
     key = torch.unique(row * num_nodes + col)
     row, col = key // num_nodes, key % num_nodes
-    deg = torch.bincount(row, minlength=num_nodes).to(torch.float32)
+    deg = torch.bincount(row, minlength=num_nodes).to(dtype)
     val = deg[row].rsqrt() * deg[col].rsqrt()
     return torch.sparse_coo_tensor(
         torch.stack([row, col]), val, (num_nodes, num_nodes), check_invariants=False
@@ -92,7 +95,7 @@ class GNN(nn.Module):
         self.num_layers = layers
         self.dropout = dropout
         convs: list[nn.Module] = []
-        self._prop: tuple[tuple[int, int, int, int], Tensor] | None = None
+        self._prop: tuple[tuple[int, int, int, int, torch.dtype], Tensor] | None = None
         for i in range(layers):
             d_in = in_dim if i == 0 else hidden
             if arch == "gcn":
@@ -124,9 +127,10 @@ class GNN(nn.Module):
         self.head.reset_parameters()
 
     def _propagation(self, edge_index: Tensor, n: int) -> Tensor:
-        key = (edge_index.data_ptr(), edge_index.size(1), n, int(edge_index.sum()))
+        dtype = self.head.weight.dtype  # a model moved to float64 propagates in float64
+        key = (edge_index.data_ptr(), edge_index.size(1), n, int(edge_index.sum()), dtype)
         if self._prop is None or self._prop[0] != key:
-            self._prop = (key, gcn_propagation(edge_index, n))
+            self._prop = (key, gcn_propagation(edge_index, n, dtype=dtype))
         return self._prop[1]
 
     def embed(self, x: Tensor, edge_index: Tensor) -> Tensor:
