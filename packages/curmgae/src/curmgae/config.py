@@ -76,8 +76,8 @@ SOURCES: dict[str, str] = {
     "gamma": "paper (value inferred)",
     "penalty": "code:RCL (linear term)",
     "residual": "paper (L2 norm of a scalar)",
-    "difficulty": "inferred: held_out = each edge scored while hidden, as it is when masked "
-    "(full = Algorithm 1 line 7 on the unmasked graph; 0.3.0)",
+    "difficulty": "paper (Algorithm 1 line 7: residuals on the unmasked graph); held_out (each "
+    "edge scored while hidden) lost to it on Cora validation edges (benchmarks/paired.py)",
     "held_out_folds": "inferred (2 folds: one extra encoder pass per S-step)",
     "select_after_curriculum": "inferred: model selection and early stopping start when the "
     "curriculum has reached the full mask schedule (epoch floor(ramp_frac*epochs))",
