@@ -234,8 +234,216 @@ def render_additive(res: dict) -> list[str]:
     ]
 
 
+PAIRED_DATASETS = ("noisy_sbm", "cora")
+PAIRED_METRICS = (
+    ("val_auc", "val AUC (selection)"),
+    ("lp_auc", "LP AUC"),
+    ("lp_auc_clean", "LP AUC, clean test edges"),
+    ("nc_svm_acc", "NC acc (SVM 5-fold)"),
+    ("nc_probe_acc", "NC acc (linear probe)"),
+)
+PAIRED_TITLES = {
+    "noisy_sbm": "Positive control (noisy SBM: 400 nodes in 10 classes, 2,000 edges of which 30% "
+    "are uniformly random noise, weak features; every variant with hidden 64 and decoder width "
+    "128, so that 10 seeds fit the CPU budget)",
+    "cora": "Cora (S2GAE's protocol, package widths)",
+}
+STAGES = 5
+
+
+def _interval(d: dict) -> str:
+    if d.get("lo") is None:
+        return f"{100 * d['mean']:+.2f}"
+    return f"{100 * d['mean']:+.2f} [{100 * d['lo']:+.2f}, {100 * d['hi']:+.2f}] {d['verdict']}"
+
+
+def _default_variant() -> str | None:
+    """The package default: the curriculum variant chosen on Cora's validation edges."""
+    path = RESULTS / "paired_cora.json"
+    return json.loads(path.read_text()).get("chosen") if path.is_file() else None
+
+
+def render_paired(res: dict, name: str) -> list[str]:
+    """Per-variant means and the paired differences with the backbone (95% t intervals)."""
+    pv, paired = res["per_variant"], res["paired"]
+    default = _default_variant()
+    n = len(pv["backbone"]["seeds"])
+    cols = [(k, lab) for k, lab in PAIRED_METRICS if k in pv["backbone"]]
+    lines = [
+        f"**{PAIRED_TITLES.get(res['dataset'].lower(), res['dataset'])}**: {n} seeds "
+        f"({res['split']}), {res['epochs']} epochs at most, patience {res['patience']}; "
+        "mean ± sample std (ddof=1) in %; [n] = seeds per row. `" + res["command"] + "`.",
+        "",
+        "| variant | " + " | ".join(lab for _, lab in cols) + " | selection from / best / last "
+        "epoch (median) |",
+        "|---|" + "---|" * (len(cols) + 1),
+    ]
+    for v, vals in pv.items():
+        cells = " | ".join(
+            _cell(_stats(vals[k])) if k in vals and len(vals[k]) else "–" for k, _ in cols
+        )
+        mark = " (**package default**, chosen on Cora's validation edges)" if v == default else ""
+        ep = " / ".join(
+            f"{statistics.median(vals[k]):.0f}"
+            for k in ("selection_start", "best_epoch", "stopped_epoch")
+        )
+        lines.append(f"| {res['labels'][v]}{mark} [{len(vals['seeds'])}] | {cells} | {ep} |")
+    lines += [
+        "",
+        f"Paired difference with the backbone on the same seeds ({res['interval']}), in points:",
+        "",
+        "| variant − backbone | " + " | ".join(lab for _, lab in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for v, diffs in paired.items():
+        cells = " | ".join(_interval(diffs[k]) if k in diffs else "–" for k, _ in cols)
+        lines.append(f"| {res['labels'][v]} (n = {diffs['lp_auc']['n']}) | {cells} |")
+    if res["dataset"].lower() == "cora" and res.get("validation_auc_mean"):
+        cands = ", ".join(
+            f"{res['labels'][v]} {100 * a:.2f}" for v, a in res["validation_auc_mean"].items()
+        )
+        lines += [
+            "",
+            f"Default chosen on validation edges only: mean validation AUC over the seeds every "
+            f"candidate finished ({', '.join(str(x) for x in res['selection_seeds'])}): {cands}; "
+            f"the highest, *{res['labels'][res['chosen']]}*, is the package default.",
+        ]
+    lines += ["", f"Per-seed values: `benchmarks/results/{name}` and `results/paired/`."]
+    return lines
+
+
+def _stage_rows(trace: list[dict]) -> list[dict]:
+    """The seed-0 trace cut into STAGES equal epoch ranges; per stage the mean of each field."""
+    last = max(e["epoch"] for e in trace)
+    rows = []
+    for k in range(STAGES):
+        lo, hi = k * last / STAGES, (k + 1) * last / STAGES
+        part = [e for e in trace if lo < e["epoch"] <= hi]
+        if not part:
+            continue
+
+        def mean(key: str, part: list[dict] = part) -> float | None:
+            vals = [e[key] for e in part if e.get(key) is not None]
+            return statistics.fmean(vals) if vals else None
+
+        rows.append(
+            {
+                "epochs": f"{part[0]['epoch']}–{part[-1]['epoch']}",
+                "masked": mean("masked_fraction"),
+                "rank": mean("rank_chosen"),
+                "chosen": mean("median_chosen"),
+                "unchosen": mean("median_unchosen"),
+                "hard": mean("share_hard"),
+            }
+        )
+    return rows
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def render_diagnostic(res: dict) -> list[str]:
+    """Residuals of the difficulty-chosen vs the other edges, per stage of the seed-0 run."""
+    traces = res.get("traces_first_seed", {})
+    lines: list[str] = []
+    for v, tr in traces.items():
+        if not tr or v == "oracle_easy":
+            continue
+        has_hard = any(e.get("share_hard") is not None for e in tr)
+        lines += [
+            f"*{res['labels'][v]}* ({res['dataset']}, first seed): per fifth of the run, the "
+            "masked fraction, the mean percentile rank of the difficulty-chosen edges' residuals "
+            "among all edges (0 = easiest, 0.5 = a uniform sample) and the median residual of the "
+            "chosen and of the other edges (each measured as the variant measures difficulty)"
+            + ("; share of planted noise edges among the chosen ones" if has_hard else "")
+            + ".",
+            "",
+            "| epochs | masked | rank of chosen | median R, chosen | median R, others |"
+            + (" noise share, chosen |" if has_hard else ""),
+            "|---|---|---|---|---|" + ("---|" if has_hard else ""),
+        ]
+        for r in _stage_rows(tr):
+            lines.append(
+                f"| {r['epochs']} | {_fmt(r['masked'], '.2f')} | {_fmt(r['rank'], '.2f')} | "
+                f"{_fmt(r['chosen'], '.2e')} | {_fmt(r['unchosen'], '.2e')} |"
+                + (f" {_fmt(r['hard'], '.2f')} |" if has_hard else "")
+            )
+        lines.append("")
+    return lines
+
+
+def plot_diagnostic(res: dict, path: Path) -> bool:
+    """Median (line) and 10-90% band of the residuals of the chosen and the other edges, per
+    S-step of each curriculum variant's first-seed run; dotted: where selection starts."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    traces = {v: t for v, t in res.get("traces_first_seed", {}).items() if t and v != "oracle_easy"}
+    if not traces:
+        return False
+    fig, axes = plt.subplots(1, len(traces), figsize=(5 * len(traces), 3.4), squeeze=False)
+    for ax, (v, tr) in zip(axes[0], traces.items(), strict=True):
+        ep = [e["epoch"] for e in tr]
+        for part, colour in (("chosen", "tab:red"), ("unchosen", "tab:blue")):
+            med = [e.get(f"median_{part}") for e in tr]
+            lo = [e.get(f"q10_{part}") for e in tr]
+            hi = [e.get(f"q90_{part}") for e in tr]
+            keep = [i for i, m in enumerate(med) if m is not None]
+            x = [ep[i] for i in keep]
+            label = "difficulty-chosen" if part == "chosen" else "other edges"
+            ax.plot(x, [med[i] for i in keep], color=colour, label=label)
+            ax.fill_between(
+                x, [lo[i] for i in keep], [hi[i] for i in keep], color=colour, alpha=0.2
+            )
+        starts = res["per_variant"][v].get("selection_start") or [1]
+        ax.axvline(starts[0], color="k", ls=":", label="selection starts")
+        ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("residual R (median, 10-90%)")
+        ax.set_title(v, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{res['dataset']}: residuals of the edges the curriculum chooses", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return True
+
+
 def render_all() -> str:
     lines: list[str] = []
+    for ds in PAIRED_DATASETS:
+        path = RESULTS / f"paired_{ds}.json"
+        if not path.is_file():
+            continue
+        res = json.loads(path.read_text())
+        lines += [*render_paired(res, path.name), ""]
+    for ds in PAIRED_DATASETS:
+        path = RESULTS / f"paired_{ds}.json"
+        if not path.is_file():
+            continue
+        res = json.loads(path.read_text())
+        diag = render_diagnostic(res)
+        if diag:
+            lines += [f"**What the curriculum chooses ({res['dataset']})**", "", *diag]
+        png = RESULTS / f"diagnostic_{ds}.png"
+        if plot_diagnostic(res, png):
+            lines += [
+                f"![residuals of chosen vs other edges, {res['dataset']}]"
+                f"(benchmarks/results/{png.name})",
+                "",
+            ]
+    lines += [
+        "**Earlier results (0.3.0, kept for reference).** The tables below were produced by 0.3.0 "
+        "(difficulty measured on the unmasked graph, the easiest edges chosen, model selection "
+        "from the first epoch); the random-mask backbone is unchanged in 0.4.0 (its per-seed Cora "
+        "values are identical).",
+        "",
+    ]
     sel = RESULTS / "pacing_selection.json"
     if sel.is_file():
         lines += [*render_selection(json.loads(sel.read_text())), ""]

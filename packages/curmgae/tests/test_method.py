@@ -226,10 +226,18 @@ def test_patience_stops_after_that_many_checks_without_gain(tiny_split):
         def validate(self, graph):
             return 0.5  # never improves after the first check
 
-    cfg = CurMGAEConfig(**{**SMALL, "epochs": 40, "eval_every": 2, "patience": 3})
+    base = {**SMALL, "epochs": 40, "eval_every": 2, "patience": 3}
+    cfg = CurMGAEConfig(**base, select_after_curriculum=False)
     h = Flat(*CurMGAE.from_config(tiny_split.num_features, cfg).children(), cfg).fit(tiny_split)
     assert h.best_epoch == 2 and h.stopped_epoch == 2 + 3 * 2
     assert len(h.losses) == h.stopped_epoch
+    # default: checks count only once the curriculum has finished (epoch floor(2/3 * 40) = 26)
+    cfg_w = CurMGAEConfig(**base)
+    h_w = Flat(*CurMGAE.from_config(tiny_split.num_features, cfg_w).children(), cfg_w).fit(
+        tiny_split
+    )
+    assert h_w.selection_start == 26
+    assert h_w.best_epoch == 26 and h_w.stopped_epoch == 26 + 3 * 2
     cfg2 = CurMGAEConfig(**{**SMALL, "epochs": 9, "eval_every": 2, "patience": None})
     h2 = Flat(*CurMGAE.from_config(tiny_split.num_features, cfg2).children(), cfg2).fit(tiny_split)
     assert h2.stopped_epoch == 9

@@ -22,6 +22,7 @@ _EXPORTS = {
     "load_dataset": "data",
     "load_planetoid": "data",
     "make_curriculum_sbm": "data",
+    "make_noisy_sbm": "data",
     "prepare_graph": "data",
     "split_edges": "data",
     "hits_at_k": "evaluation",
@@ -82,6 +83,7 @@ __all__ = [
     "load_dataset",
     "load_planetoid",
     "make_curriculum_sbm",
+    "make_noisy_sbm",
     "masker_from_config",
     "path_mask",
     "prepare_graph",
@@ -117,7 +119,14 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from .baselines import GAEBaseline, PyGGCNEncoder
     from .config import SOURCES, CurMGAEConfig
-    from .data import load_dataset, load_planetoid, make_curriculum_sbm, prepare_graph, split_edges
+    from .data import (
+        load_dataset,
+        load_planetoid,
+        make_curriculum_sbm,
+        make_noisy_sbm,
+        prepare_graph,
+        split_edges,
+    )
     from .evaluation import adamic_adar, hits_at_k, linear_probe, link_metrics, svm_cv
     from .losses import bce_loss, full_softmax_loss, sampled_softmax_loss
     from .masking import (

@@ -31,6 +31,7 @@ from ._contract import (
 )
 from .config import (
     DATASET_NAMES,
+    DIFFICULTIES,
     DIFFICULTY_NAMES,
     LAMBDA_PACES,
     LOSSES,
@@ -65,6 +66,8 @@ OVERRIDES = (
     "pace_end",
     "tie_break",
     "update_every",
+    "difficulty",
+    "ramp_frac",
     "batch_size",
     "lr",
     "patience",
@@ -500,6 +503,20 @@ def build_cli() -> CLI:
         type=positive_int(),
         default=None,
         help="epochs between S-steps (residuals, lambda, mask) (default: 1)",
+    )
+    p.add_argument(
+        "--difficulty",
+        default=None,
+        choices=list(DIFFICULTIES),
+        help="difficulty measurer: residuals on the full training graph (full) or with each edge "
+        "hidden while it is scored (held_out) (default: full)",
+    )
+    p.add_argument(
+        "--ramp-frac",
+        type=unit_interval(low_open=True),
+        default=None,
+        help="fraction of the epochs after which the curriculum has finished (full mask schedule); "
+        "model selection and early stopping start there, in (0, 1] (default: 2/3)",
     )
     p.add_argument(
         "--batch-size",

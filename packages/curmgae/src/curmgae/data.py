@@ -162,6 +162,7 @@ def split_edges(data: Data, val: float = 0.05, test: float = 0.10, seed: int = 2
     if getattr(g, "edge_difficulty", None) is not None:
         diff_und = _difficulty_by_pair(g, und)
         out.train_difficulty = diff_und[train_idx]
+        out.val_difficulty, out.test_difficulty = diff_und[val_idx], diff_und[test_idx]
     out.split_seed = seed
     return out
 
@@ -538,6 +539,77 @@ def make_curriculum_sbm(
     ei = both_directions(und)
     ei, edge_difficulty = coalesce(
         ei, torch.cat([difficulty, difficulty]), num_nodes=n, reduce="max"
+    )
+    perm = torch.from_numpy(rng.permutation(n))
+    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
+    for i, part in enumerate(torch.tensor_split(perm, 3)):
+        masks[i][part] = True
+    return Data(
+        x=torch.tensor(x, dtype=torch.float),
+        y=torch.from_numpy(y).long(),
+        edge_index=ei,
+        edge_difficulty=edge_difficulty,
+        train_mask=masks[0],
+        val_mask=masks[1],
+        test_mask=masks[2],
+    )
+
+
+def make_noisy_sbm(
+    n_classes: int = 10,
+    n_per_class: int = 40,
+    n_edges: int = 2_000,
+    noise: float = 0.3,
+    feature_dims: int = 16,
+    feature_signal: float = 0.3,
+    seed: int = 0,
+) -> Data:
+    """Positive control for the curriculum: a stochastic block model whose edges are either *clean*
+    (both ends in the same class: predictable from structure and features) or *noise* (a fraction
+    ``noise`` of the edges, both ends uniform over all nodes: unpredictable by construction).
+
+    Features are ``feature_signal * mu_y + N(0, I)`` in ``feature_dims`` dimensions, with one random
+    unit-norm-scaled mean ``mu_c ~ N(0, I)`` per class, so structure carries most of the class signal.
+    ``edge_difficulty`` is 0 for clean edges and 2 (``hard``) for noise edges, aligned with
+    ``edge_index``; node splits are a seeded 1/3-1/3-1/3 partition. A self-paced curriculum that ranks
+    edges by how badly they are reconstructed can keep noise edges out of the reconstruction targets;
+    uniform random masking cannot."""
+    if not 0.0 <= noise < 1.0:
+        raise ValueError(f"noise={noise!r} is outside the accepted range [0, 1)")
+    if n_classes < 2 or n_per_class < 2:
+        raise ValueError(f"n_classes={n_classes!r} and n_per_class={n_per_class!r} must be >= 2")
+    rng = np.random.default_rng(seed)
+    C, n = n_classes, n_classes * n_per_class
+    max_clean = C * n_per_class * (n_per_class - 1) // 2
+    n_noise = round(noise * n_edges)
+    if n_edges - n_noise > max_clean // 2:
+        raise ValueError(f"n_edges={n_edges!r} is too dense for {C} classes of {n_per_class} nodes")
+    y = np.repeat(np.arange(C), n_per_class)
+    mu = rng.standard_normal((C, feature_dims))
+    x = feature_signal * mu[y] + rng.standard_normal((n, feature_dims))
+    seen: set[int] = set()
+    src: list[int] = []
+    dst: list[int] = []
+    diff: list[int] = []
+    while len(src) < n_edges:
+        is_noise = len(src) >= n_edges - n_noise
+        if is_noise:
+            u, v = int(rng.integers(n)), int(rng.integers(n))
+        else:
+            c = int(rng.integers(C))
+            u = c * n_per_class + int(rng.integers(n_per_class))
+            v = c * n_per_class + int(rng.integers(n_per_class))
+        key = min(u, v) * n + max(u, v)
+        if u == v or key in seen:
+            continue
+        seen.add(key)
+        src.append(min(u, v))
+        dst.append(max(u, v))
+        diff.append(2 if is_noise else 0)
+    und = torch.tensor([src, dst], dtype=torch.long)
+    difficulty = torch.tensor(diff, dtype=torch.long)
+    ei, edge_difficulty = coalesce(
+        both_directions(und), torch.cat([difficulty, difficulty]), num_nodes=n, reduce="max"
     )
     perm = torch.from_numpy(rng.permutation(n))
     masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]

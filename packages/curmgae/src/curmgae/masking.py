@@ -115,6 +115,11 @@ class EdgeMasker:
     def __call__(self, ctx: MaskContext) -> Tensor | None:
         raise NotImplementedError
 
+    def selection_start(self) -> int:
+        """First epoch whose validation score may select the model or count towards early stopping
+        (1: every epoch; a curriculum returns the epoch at which it has finished)."""
+        return 1
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
         return f"{type(self).__name__}({args})"
@@ -193,6 +198,11 @@ class CurriculumMask(EdgeMasker):
         seed = int(torch.randint(2**62, (1,), generator=generator))
         self.scheduler.reset(num_units, total_epochs, seed=seed)
         self.trace = self.scheduler.trace
+
+    def selection_start(self) -> int:
+        """The epoch at which the curriculum reaches its full mask schedule
+        (:attr:`SelfPacedEdgeScheduler.curriculum_end`)."""
+        return self.scheduler.curriculum_end
 
     def __call__(self, ctx: MaskContext) -> Tensor | None:
         if (ctx.epoch - 1) % self.scheduler.update_every != 0:

@@ -49,6 +49,8 @@ class FitHistory:
     val_auc: list[tuple[int, float]] = field(default_factory=list)
     best_epoch: int = 0
     stopped_epoch: int = 0
+    #: first epoch that model selection and early stopping considered (the curriculum's end)
+    selection_start: int = 1
     trace: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -59,6 +61,7 @@ class FitHistory:
             "val_auc": self.val_auc,
             "best_epoch": self.best_epoch,
             "stopped_epoch": self.stopped_epoch,
+            "selection_start": self.selection_start,
             "trace": self.trace,
         }
 
@@ -220,9 +223,27 @@ class CurMGAE(nn.Module):
         return torch.sigmoid(s)
 
     def edge_residuals(self, x: Tensor, edge_index: Tensor, units: Tensor) -> Tensor:
-        """Difficulty measurer (Algorithm 1 lines 7-8): residuals of the existing ``units`` with the
-        encoder on the full training graph ``A`` (nothing masked), eval mode, no gradient."""
-        return residuals(self.score(x, edge_index, units), self.config.residual)
+        """Difficulty measurer (Algorithm 1 lines 7-8): residuals of the existing ``units``, eval mode,
+        no gradient.
+
+        ``config.difficulty="full"``: the encoder sees the full training graph ``A`` (nothing masked),
+        so every edge is scored while it is visible to message passing. ``"held_out"``: the units are
+        split into ``config.held_out_folds`` random folds (from :attr:`generator`) and each fold is
+        scored by the encoder on the graph without that fold, i.e. each edge is scored as it is when
+        masked, which is the task the w-step trains on."""
+        cfg = self.config
+        if cfg.difficulty == "full":
+            return residuals(self.score(x, edge_index, units), cfg.residual)
+        M = units.size(1)
+        fold = torch.randperm(M, generator=self.generator) % int(cfg.held_out_folds)
+        scores = torch.empty(M)
+        for f in range(int(cfg.held_out_folds)):
+            out = fold == f
+            if not bool(out.any()):
+                continue
+            visible = expand_units(units[:, ~out], cfg.mask_unit)
+            scores[out] = self.score(x, visible, units[:, out]).float()
+        return residuals(scores, cfg.residual)
 
     def link_prediction(self, data: Data, split: str = "test") -> dict[str, float]:
         """AUC/AP on ``data.<split>_pos`` / ``data.<split>_neg`` with the training graph as input."""
@@ -329,7 +350,10 @@ class CurMGAE(nn.Module):
         """Pretrain on ``data`` (Algorithm 1). ``data.edge_index`` is the training graph; when ``data``
         carries ``val_pos``/``val_neg`` (from :func:`curmgae.split_edges`), the validation AUC is
         checked every ``eval_every`` epochs, training stops after ``patience`` checks without a
-        gain (never when ``patience`` is None), and the best weights are restored at the end.
+        gain (never when ``patience`` is None), and the best weights are restored at the end. With
+        ``config.select_after_curriculum`` (default) only epochs from ``masker.selection_start()``
+        on (the curriculum's end, ``floor(ramp_frac*epochs)``; epoch 1 for the baselines) can be
+        selected or count towards patience; earlier validation AUCs are recorded in ``val_auc``.
 
         ``seed`` reseeds :attr:`generator` (and, with ``reset``, the weight initialisation, through
         :meth:`reset_parameters`); the global RNG state is left unchanged. ``unit_difficulty`` (or
@@ -347,6 +371,9 @@ class CurMGAE(nn.Module):
         self.masker.reset(graph.units.size(1), T, self.generator)
         self.last_residuals = None
         hist = FitHistory()
+        # model selection and early stopping look only at epochs where the curriculum has finished
+        start = self.masker.selection_start() if cfg.select_after_curriculum else 1
+        hist.selection_start = min(max(int(start), 1), T)
         best_auc, best_state, waited = -1.0, None, 0
         mask = torch.zeros(graph.units.size(1), dtype=torch.bool)
         iterator: Any = range(1, T + 1)
@@ -368,6 +395,8 @@ class CurMGAE(nn.Module):
                 if auc is None:
                     continue
                 hist.val_auc.append((epoch, auc))
+                if epoch < hist.selection_start:
+                    continue
                 if auc > best_auc:
                     best_auc, best_state, waited = auc, copy.deepcopy(self.state_dict()), 0
                     hist.best_epoch = epoch

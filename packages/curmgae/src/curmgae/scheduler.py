@@ -183,6 +183,24 @@ def solve_selection_adam(
     return S.detach()
 
 
+def chosen_vs_unchosen(R: Tensor, chosen: Tensor) -> dict[str, float | None]:
+    """Diagnostic of one S-step: how hard the difficulty-chosen edges are against the others.
+
+    ``rank_chosen`` is the mean percentile rank (0 = easiest edge, 1 = hardest) of the chosen edges'
+    residuals among all M edges (0.5 for a uniform sample); ``median_chosen``/``median_unchosen`` and
+    the 10%/90% quantiles of both groups (None when a group is empty)."""
+    out: dict[str, float | None] = {}
+    M = R.numel()
+    ranks = torch.empty(M, dtype=torch.float64)
+    ranks[torch.argsort(R, stable=True)] = torch.arange(M, dtype=torch.float64) / max(M - 1, 1)
+    out["rank_chosen"] = float(ranks[chosen].mean()) if bool(chosen.any()) else None
+    probs = torch.tensor((0.1, 0.5, 0.9), dtype=torch.float64)
+    for name, part in (("chosen", R[chosen]), ("unchosen", R[~chosen])):
+        qs = torch.quantile(part.double(), probs).tolist() if part.numel() else [None] * 3
+        out[f"q10_{name}"], out[f"median_{name}"], out[f"q90_{name}"] = qs
+    return out
+
+
 class SelfPacedEdgeScheduler:
     """Self-paced edge-mask scheduler (Algorithm 1, lines 9-19).
 
@@ -197,6 +215,13 @@ class SelfPacedEdgeScheduler:
     competence-based curricula).
 
     ``anti_curriculum=True`` ranks edges by *negated* residuals (hardest first; diagnostic only).
+
+    The pace is tied to the training budget: from the first S-step at or after epoch
+    ``floor(ramp_frac*T)`` (:attr:`curriculum_end`) on, the curriculum has *finished* and exactly
+    ``cap`` edges are masked whatever the lambda rule (rules whose lambda would still be growing, or a
+    stalled ``additive`` pace, are cut short there). ``CurMGAE.fit`` starts model selection and early
+    stopping at that epoch. Each trace entry records ``finished`` and :func:`chosen_vs_unchosen` of
+    the difficulty part (how hard the chosen edges are against the others).
 
     ``lambda_pace="quantile"`` recalibrates lambda on the *current* residuals at every S-step:
     ``lambda_t = beta * quantile(R_t, rho_t)`` with the target fraction ``rho_t`` growing from
@@ -344,6 +369,13 @@ class SelfPacedEdgeScheduler:
         if seed is not None:
             self.generator.manual_seed(seed)
 
+    @property
+    def curriculum_end(self) -> int:
+        """First epoch of the finished curriculum: the first S-step at or after ``floor(ramp_frac*T)``
+        (S-steps run at epochs 1, 1 + update_every, ...). From it on, ``cap`` edges are masked."""
+        u = self.update_every
+        return 1 + u * math.ceil(max(self.ramp_epochs - 1, 0) / u)
+
     # ----------------------------------------------------------------------------------- lambda pacing
     def _calibrate(self, R: Tensor) -> None:
         """Auto-calibration of the additive pace (our reconstruction of Algorithm 1's step size mu; the
@@ -392,7 +424,10 @@ class SelfPacedEdgeScheduler:
             S = solve_selection_adam(R_sel, lam, self.beta, self.penalty, S_init=self.S)
         self.S = S
         K = int((S >= 0.5).sum())
-        capped = K >= self.cap
+        # the pace is tied to the budget: from epoch floor(ramp_frac*T) on, the curriculum has finished
+        # and the full mask schedule (cap = floor(mask_ratio*M) masked edges) holds, whatever lambda
+        finished = epoch >= self.ramp_epochs
+        capped = K >= self.cap or finished
         if capped:
             K = self.cap
         elif self.lambda_pace == "additive":
@@ -439,6 +474,8 @@ class SelfPacedEdgeScheduler:
         }
         for q, v in zip(TRACE_QUANTILES, qs.tolist(), strict=True):
             entry[f"residual_q{round(100 * q)}"] = v
+        entry["finished"] = finished
+        entry.update(chosen_vs_unchosen(R, self.difficulty_mask))
         self.trace.append(entry)
         self.t += 1
         return mask
