@@ -267,3 +267,18 @@ def test_train_prints_model_and_heuristic_bpr_and_no_warning_when_the_model_wins
     assert cmp["model"]["test_bpr"] > cmp["best_heuristic"]["test_bpr"] + 0.1
     assert "(best heuristic on valid)" in captured.out
     assert f"{cmp['model']['valid_bpr']:.4f}" in captured.out
+
+
+def test_several_target_columns_ask_for_the_cli_flag(tmp_path, capsys):
+    """Issue 33: the CLI said 'choose one with target=' (the Python argument)."""
+    write_topk_folder(make_panel(16, seed=0), tmp_path / "d")
+    for s in ("train", "valid", "test"):
+        path = tmp_path / "d" / f"{s}_y.csv"
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join([lines[0] + ",cases", *(ln + ",1" for ln in lines[1:])]) + "\n")
+    argv = ["baseline", "--quiet", "--data", str(tmp_path / "d"), "--K", "2"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert "argument --target:" in line and "choose one with --target" in line, line
+    assert "target=" not in line, line
+    assert main([*argv, "--target", "cases", "--out", str(tmp_path / "o")]) == 0

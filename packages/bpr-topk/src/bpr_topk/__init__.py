@@ -15,6 +15,7 @@ from .baselines import (
     with_history_features,
 )
 from .data import (
+    AmbiguousTargetError,
     Split,
     TopKData,
     load_topk_folder,
@@ -38,6 +39,7 @@ from .train import FitResult, baseline_scores, evaluate_model, evaluate_scores, 
 __version__ = version("bpr-topk")
 
 __all__ = [
+    "AmbiguousTargetError",
     "HEURISTICS",
     "BPRLoss",
     "DAMLLoss",

@@ -36,6 +36,7 @@ from ._contract import (
 from .baselines import HEURISTICS, evaluate_heuristic, with_history_features
 from .data import (
     SPLITS,
+    AmbiguousTargetError,
     TopKData,
     load_topk_folder,
     make_hotspots,
@@ -458,8 +459,18 @@ def _load_data(args: argparse.Namespace) -> tuple[TopKData, int]:
     if args.data is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore" if args.quiet else "default")
-            with blame("--data"):
-                data = load_topk_folder(args.data, target=args.target)
+            try:
+                with blame("--data"):
+                    data = load_topk_folder(args.data, target=args.target)
+            except UsageError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, AmbiguousTargetError):
+                    raise
+                raise UsageError(
+                    "--target",
+                    f"{cause.path.name} in --data has several target columns {cause.targets}; "
+                    f"choose one with --target (e.g. --target {cause.targets[0]})",
+                ) from cause
         k_default = 100
     elif args.dataset == "panel":
         with blame("--sites"):

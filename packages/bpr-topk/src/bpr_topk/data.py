@@ -184,9 +184,7 @@ def _keys(
 _NON_FINITE = ("nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
 
 
-def _check_key_order(
-    path: Path, names: list[str], ref: tuple[str, str], ref_file: str, swap: bool = True
-) -> None:
+def _check_key_order(path: Path, names: list[str], ref: tuple[str, str], ref_file: str) -> None:
     """The first two columns must be the site id and time columns named as in ``ref_file``.
 
     Files whose first two columns carry other names are read by position; the names are only
@@ -197,8 +195,6 @@ def _check_key_order(
     if first == ref:
         return
     if first == (ref[1], ref[0]):
-        if not swap:
-            return  # reported on the other file
         raise ValueError(
             f"{path}: the key columns are swapped ({names[0]!r} first, {names[1]!r} second); "
             f"{ref_file} has the site id {ref[0]!r} first and the time {ref[1]!r} second, and "
@@ -240,6 +236,39 @@ def _count(keys: list[tuple[str, float]]) -> dict[tuple[str, float], int]:
     for k in keys:
         out[k] = out.get(k, 0) + 1
     return out
+
+
+class AmbiguousTargetError(ValueError):
+    """The y files hold several target columns and none was chosen (``target=``).
+
+    Attributes:
+        path: the y file.
+        targets: its target columns (after the two key columns).
+    """
+
+    def __init__(self, path: Path, targets: list[str]) -> None:
+        self.path, self.targets = path, list(targets)
+        super().__init__(
+            f"{path}: several target columns {self.targets}; choose one with "
+            f"target={self.targets[0]!r} (any of {self.targets})"
+        )
+
+
+def _reference_keys(headers: dict[str, list[str]]) -> tuple[tuple[str, str], str]:
+    """The key-column names most of the six files agree on, and the first file that has them.
+
+    A file whose first two columns are the reference pair swapped (or preceded by another column)
+    is the one reported, whichever split it belongs to: with ``train_x.csv`` swapped the message
+    names ``train_x.csv``, not the y file it was compared with.
+    """
+    pairs = [(names[0], names[1]) for names in headers.values()]
+    counts: dict[tuple[str, str], int] = {}
+    for pair in pairs:
+        counts[pair] = counts.get(pair, 0) + 1
+    best = max(counts.values())
+    ref = next(p for p in pairs if counts[p] == best)  # ties: the earliest file's pair
+    ref_file = next(f for f, names in headers.items() if (names[0], names[1]) == ref)
+    return ref, f"{ref_file}.csv"
 
 
 def load_topk_folder(
@@ -286,23 +315,22 @@ def load_topk_folder(
     raw: dict[str, dict[str, object]] = {}
     feature_names: list[str] | None = None
     target_name: str | None = None
-    key_names: tuple[str, str] = ("geoid", "timestep")
     site_set: list[str] | None = None
+    parsed = {
+        f"{s}_{part}": _read_csv(root / f"{s}_{part}.csv") for s in SPLITS for part in ("x", "y")
+    }
+    key_names, ref_file = _reference_keys({f: v[0] for f, v in parsed.items()})
     for s in SPLITS:
         px, py = root / f"{s}_x.csv", root / f"{s}_y.csv"
-        xn, xb, xl = _read_csv(px)
-        yn, yb, yl = _read_csv(py)
-        if s == "train":
-            _check_key_order(px, xn, (yn[0], yn[1]), py.name, swap=False)  # a feature first
-            key_names = (xn[0], xn[1])
-        else:
-            _check_key_order(px, xn, key_names, "train_x.csv")
-        _check_key_order(py, yn, key_names, "train_x.csv")
+        xn, xb, xl = parsed[f"{s}_x"]
+        yn, yb, yl = parsed[f"{s}_y"]
+        _check_key_order(px, xn, key_names, ref_file)
+        _check_key_order(py, yn, key_names, ref_file)
         targets = yn[2:]
         if not targets:
             raise ValueError(f"{py}: no target column after the site and time columns")
         if target is None and len(targets) > 1:
-            raise ValueError(f"{py}: several target columns {targets}; choose one with target=")
+            raise AmbiguousTargetError(py, targets)
         tname = target if target is not None else targets[0]
         if tname not in targets:
             raise ValueError(f"{py}: target column {tname!r} not found; columns are {targets}")
