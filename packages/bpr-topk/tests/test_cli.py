@@ -249,7 +249,7 @@ def test_train_warns_when_a_heuristic_beats_the_model(tmp_path, capsys):
     best, model = cmp["best_heuristic"], cmp["model"]
     assert cmp["heuristic_better"] and best["valid_bpr"] > model["valid_bpr"]
     assert best["valid_bpr"] == max(h["valid_bpr"] for h in cmp["heuristics"])
-    assert {h["rule"] for h in cmp["heuristics"]} == {"last", "avg", "zero"}
+    assert {h["rule"] for h in cmp["heuristics"]} == {"last", "avg", "mean", "zero"}
     (line,) = [ln for ln in err.splitlines() if "warning" in ln]
     assert line.startswith("bpr-topk: warning: the heuristic ") and "beats the trained" in line
     assert f"{best['valid_bpr']:.3f} vs {model['valid_bpr']:.3f}" in line

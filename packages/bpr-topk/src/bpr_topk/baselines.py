@@ -8,9 +8,16 @@
     cranes data in Table C.2). Lag ``k`` comes from the lag column ``prev_*_<k>back`` when the data
     has it, else from the y history concatenated over the splits in time order; lags before the
     first observed step are left out of the mean (fewer than W terms at the start, 0 without any).
+``mean``
+    rank by the all-history mean: every past count available for the site (lag columns and
+    the y history), the long-run level of a persistent site.
 ``zero``
     the chance decision of Table C.2 (forecast 0 everywhere): every score ties, so under exact
     expected tie-breaking BPR@K = ``(K/S)·Σ_s y_s / Σ_{top-K} y``.
+
+The *family* (:func:`heuristic_family`) is last, avg over W for W in :data:`HEURISTIC_WINDOWS`
+(2, 3, 5, 10, plus any W asked for), the all-history mean and zero; :func:`best_heuristic`
+picks one member on the validation split, the comparison row of every table and of ``train``.
 
 Lag columns are recognised by name, ``^prev_.+_(\\d+)back$`` (Cook County: ``prev_deaths_05back`` ..
 ``prev_deaths_01back``), and read un-standardised.
@@ -29,8 +36,9 @@ from torch import Tensor
 from .data import SPLITS, Split, TopKData
 from .metrics import bpr, check_k, nanmean
 
-Rule = Literal["last", "avg", "zero"]
-HEURISTICS: tuple[str, ...] = ("last", "avg", "zero")
+Rule = Literal["last", "avg", "mean", "zero"]
+HEURISTICS: tuple[str, ...] = ("last", "avg", "mean", "zero")
+HEURISTIC_WINDOWS: tuple[int, ...] = (2, 3, 5, 10)
 LAG_PATTERN = re.compile(r"^prev_.+_(\d+)back$")
 
 
@@ -86,6 +94,8 @@ def heuristic_scores(data: TopKData, split: str, rule: str, window: int = 5) -> 
     sp = data.split(split)
     if rule == "zero":
         return torch.zeros(sp.num_steps, data.num_sites)
+    if rule == "mean":
+        window = _all_history(data)
     lags = [1] if rule == "last" else list(range(1, window + 1))
     total = torch.zeros(sp.num_steps, data.num_sites)
     count = torch.zeros(sp.num_steps, data.num_sites)
@@ -96,10 +106,27 @@ def heuristic_scores(data: TopKData, split: str, rule: str, window: int = 5) -> 
     return torch.where(count > 0, total / count.clamp_min(1.0), torch.zeros_like(total))
 
 
+def _all_history(data: TopKData) -> int:
+    """The largest lag any step can have: every step of the three splits plus the lag columns."""
+    steps = sum(data.split(s).num_steps for s in SPLITS)
+    return steps + max(lag_columns(data.feature_names), default=0)
+
+
+def heuristic_family(window: int | None = None) -> list[tuple[str, int]]:
+    """The candidate heuristics ``(rule, W)``: last, avg over each W of :data:`HEURISTIC_WINDOWS`
+    (and ``window`` if given), the all-history mean and zero (W is 1 where it does not apply)."""
+    windows = sorted({*HEURISTIC_WINDOWS, *([window] if window is not None else [])})
+    if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in windows):
+        raise ValueError(f"window must be an integer >= 1; got {window!r}")
+    return [("last", 1), *(("avg", w) for w in windows), ("mean", 1), ("zero", 1)]
+
+
 def heuristic_source(data: TopKData, rule: str, window: int = 5) -> str:
     """Where a heuristic's lags come from: ``lag columns``, ``y history`` or both (``none`` for zero)."""
     if rule == "zero":
         return "none"
+    if rule == "mean":
+        return "lag columns + y history" if lag_columns(data.feature_names) else "y history"
     need = [1] if rule == "last" else list(range(1, window + 1))
     have = lag_columns(data.feature_names)
     n_cols = sum(k in have for k in need)
@@ -109,8 +136,10 @@ def heuristic_source(data: TopKData, rule: str, window: int = 5) -> str:
 
 
 def heuristic_label(rule: str, window: int = 5) -> str:
-    """The row label used in tables: ``last step``, ``avg over W``, ``chance (ŷ=0)``."""
-    return {"last": "last step", "zero": "chance (ŷ=0)"}.get(rule, f"avg over {window}")
+    """The row label used in tables: ``last step``, ``avg over W``, ``all-history mean``,
+    ``chance (ŷ=0)``."""
+    labels = {"last": "last step", "mean": "all-history mean", "zero": "chance (ŷ=0)"}
+    return labels.get(rule, f"avg over {window}")
 
 
 def evaluate_heuristic(
@@ -136,20 +165,27 @@ def evaluate_heuristic(
 
 
 def best_heuristic(
-    data: TopKData, k: int, window: int = 5, select_on: str = "valid", report_on: str = "test"
+    data: TopKData,
+    k: int,
+    window: int | None = None,
+    select_on: str = "valid",
+    report_on: str = "test",
 ) -> dict[str, Any]:
-    """The heuristic with the highest BPR@K on ``select_on`` (validation), with its BPR on both.
+    """The member of the heuristic family (:func:`heuristic_family`: last, avg over 2/3/5/10 and
+    ``window``, all-history mean, zero) with the highest BPR@K on ``select_on`` (validation), with
+    its BPR on both splits.
 
-    Returns ``{"rule", "method", "valid_bpr", "test_bpr", "all": [...]}`` (keys named after the
-    two splits); ties keep the order of :data:`HEURISTICS`.
+    Returns ``{"rule", "window", "method", "valid_bpr", "test_bpr", "all": [...]}`` (keys named
+    after the two splits); ties keep the family's order (simpler rules first).
     """
     rows = []
-    for rule in HEURISTICS:
-        sel = evaluate_heuristic(data, select_on, k, rule, window)
-        rep = evaluate_heuristic(data, report_on, k, rule, window)
+    for rule, w in heuristic_family(window):
+        sel = evaluate_heuristic(data, select_on, k, rule, w)
+        rep = evaluate_heuristic(data, report_on, k, rule, w)
         rows.append(
             {
                 "rule": rule,
+                "window": sel["window"],
                 "method": sel["method"],
                 f"{select_on}_bpr": sel["bpr"],
                 f"{report_on}_bpr": rep["bpr"],

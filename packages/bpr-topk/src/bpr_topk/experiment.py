@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ._contract import mean_std, table
-from .baselines import best_heuristic, evaluate_heuristic
+from .baselines import best_heuristic, evaluate_heuristic, heuristic_family
 from .data import TopKData
 from .decision import PGTopK, SPOPlusTopK
 from .losses import DAMLLoss
@@ -238,21 +238,28 @@ def evaluate_rows(
 
 
 def baseline_rows(data: TopKData, k: int, ev: EvalConfig) -> list[dict[str, Any]]:
-    """Rows of the heuristics ``avg`` (over ``ev.window`` lags), ``last`` and ``zero`` on
-    ``ev.split`` (see :mod:`bpr_topk.baselines`; no likelihood: NLL is NaN)."""
+    """Rows of the heuristic family on ``ev.split`` (:func:`~bpr_topk.baselines.heuristic_family`:
+    last, avg over 2/3/5/10 and ``ev.window``, all-history mean, zero; no likelihood: NLL is NaN).
+
+    The member with the best *validation* BPR@K carries ``best_on_valid=True``: it is the
+    heuristic a method is compared with (the test split never chooses it).
+    """
+    chosen = best_heuristic(data, k, ev.window)
     rows = []
-    for rule in ("avg", "last", "zero"):
-        res = evaluate_heuristic(data, ev.split, k, rule, ev.window)
+    for rule, w in heuristic_family(ev.window):
+        res = evaluate_heuristic(data, ev.split, k, rule, w)
         rows.append(
             {
                 "method": res["method"],
                 "ranking": "history",
                 "rule": rule,
+                "window": res["window"],
                 "source": res["source"],
                 "nll": math.nan,
                 "bpr": res["bpr"],
                 "mae": res["mae"],
                 "rmse": res["rmse"],
+                "best_on_valid": res["method"] == chosen["method"],
             }
         )
     return rows
@@ -262,7 +269,8 @@ def heuristic_comparison(
     model: ForecastModel, data: TopKData, k: int, ev: EvalConfig, offset: float
 ) -> dict[str, Any]:
     """The trained model's valid and test BPR@K (ratio ranking, ``ev`` trials × samples) beside
-    the best heuristic's (chosen on validation among last / avg over ``ev.window`` / zero).
+    the best heuristic's (chosen on validation among the family: last, avg over 2/3/5/10 and
+    ``ev.window``, all-history mean, zero).
 
     ``heuristic_better`` is true when that heuristic beats the model on validation or on test.
     """
@@ -279,6 +287,7 @@ def heuristic_comparison(
         "model": {"valid_bpr": bprs["valid"], "test_bpr": bprs["test"]},
         "best_heuristic": {
             "rule": best["rule"],
+            "window": best["window"],
             "method": best["method"],
             "valid_bpr": best["valid_bpr"],
             "test_bpr": best["test_bpr"],
