@@ -13,6 +13,7 @@ from .baselines import (
     heuristic_scores,
     lag_columns,
     with_history_features,
+    with_site_history_features,
 )
 from .data import (
     AmbiguousTargetError,
@@ -21,6 +22,7 @@ from .data import (
     load_topk_folder,
     make_hotspots,
     make_panel,
+    make_survey_twin,
     make_synthetic7,
     make_toy9,
     make_zero_inflated,
@@ -39,8 +41,8 @@ from .train import FitResult, baseline_scores, evaluate_model, evaluate_scores, 
 __version__ = version("bpr-topk")
 
 __all__ = [
-    "AmbiguousTargetError",
     "HEURISTICS",
+    "AmbiguousTargetError",
     "BPRLoss",
     "DAMLLoss",
     "FitResult",
@@ -69,6 +71,7 @@ __all__ = [
     "load_topk_folder",
     "make_hotspots",
     "make_panel",
+    "make_survey_twin",
     "make_synthetic7",
     "make_toy9",
     "make_zero_inflated",
@@ -87,5 +90,6 @@ __all__ = [
     "topk_ratio_rating",
     "toy9_outcomes",
     "with_history_features",
+    "with_site_history_features",
     "write_topk_folder",
 ]

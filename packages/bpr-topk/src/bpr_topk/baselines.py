@@ -242,3 +242,80 @@ def with_history_features(data: TopKData, windows: Sequence[int] = (10,)) -> Top
         feature_mean=torch.cat([mean, mu]),
         feature_std=torch.cat([std, sd]),
     )
+
+
+HISTORY_FEATURE_WINDOWS: tuple[int, ...] = (1, 2, 3, 5, 10)
+
+
+def with_site_history_features(
+    data: TopKData,
+    windows: Sequence[int] = HISTORY_FEATURE_WINDOWS,
+    zero_window: int = 10,
+    drop_lag_columns: bool = True,
+) -> TopKData:
+    """A copy of ``data`` with the per-site history features of the history forecaster.
+
+    For every window W: ``log1p_avg_<target>_<W>steps = log(1 + mean of the last W counts)``
+    (W = 1 is the last count); ``log1p_mean_<target>_past``, the log of 1 + the all-history mean;
+    and ``zeros_<target>_<zero_window>steps``, the fraction of zero counts among the last
+    ``zero_window`` (0 before any history). Lags come from the lag columns where the data has
+    them, else the y history, exactly as the heuristics read them (past steps only).
+
+    On the log scale a negative-binomial model with the exp link (Eq. 15, ``link="exp"``) holds
+    every heuristic of the family: with weight 1 on ``log1p_avg_W`` and 0 elsewhere its mean is
+    ``c·(1 + avg_W)``, whose ranking is the ``avg over W`` heuristic's. The features are
+    standardised with training statistics like the others.
+
+    ``drop_lag_columns`` (default) removes the raw ``prev_*_<k>back`` lag columns: under the exp
+    link a weight on a raw count multiplies the forecast by ``exp(β·y_lag)``, which explodes on
+    the rare large counts of zero-inflated data (their information is in the log features).
+    """
+    if not windows:
+        raise ValueError("windows must name at least one window W >= 1")
+    if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in windows):
+        raise ValueError(f"every window must be an integer >= 1; got {list(windows)}")
+    if isinstance(zero_window, bool) or not isinstance(zero_window, int) or zero_window < 1:
+        raise ValueError(f"zero_window must be an integer >= 1; got {zero_window!r}")
+    tgt = data.target_name
+    names = [f"log1p_avg_{tgt}_{w}steps" for w in windows]
+    names += [f"log1p_mean_{tgt}_past", f"zeros_{tgt}_{zero_window}steps"]
+    taken = [n for n in names if n in data.feature_names]
+    if taken or len(set(names)) != len(names):
+        raise ValueError(f"the data already has (or repeats) the feature(s) {sorted(set(taken))}")
+
+    def raw(split: str) -> Tensor:
+        cols = [torch.log1p(heuristic_scores(data, split, "avg", w)) for w in windows]
+        cols.append(torch.log1p(heuristic_scores(data, split, "mean")))
+        zeros = torch.zeros(data.split(split).num_steps, data.num_sites)
+        seen = torch.zeros_like(zeros)
+        for lag in range(1, zero_window + 1):
+            values, ok = lagged_counts(data, split, lag)
+            zeros += (ok & (values == 0)).to(zeros.dtype)
+            seen += ok.to(zeros.dtype)
+        cols.append(zeros / seen.clamp_min(1.0))
+        return torch.stack(cols, -1)
+
+    F = data.num_features
+    mean = data.feature_mean if data.feature_mean.numel() == F else torch.zeros(F)
+    std = data.feature_std if data.feature_std.numel() == F else torch.ones(F)
+    extra = {s: raw(s) for s in SPLITS}
+    keep = list(range(F))
+    if drop_lag_columns:
+        lags = set(lag_columns(data.feature_names).values())
+        keep = [j for j in keep if j not in lags]
+    mu = extra["train"].mean(dim=(0, 1))
+    sd = extra["train"].std(dim=(0, 1)).nan_to_num(1.0).clamp_min(1e-6)
+    splits = {}
+    for s in SPLITS:
+        sp = data.split(s)
+        X = torch.cat([sp.X[..., keep], ((extra[s] - mu) / sd).to(sp.X.dtype)], -1)
+        splits[s] = Split(X, sp.y, sp.time, list(sp.timesteps))
+    return replace(
+        data,
+        train=splits["train"],
+        valid=splits["valid"],
+        test=splits["test"],
+        feature_names=[*(data.feature_names[j] for j in keep), *names],
+        feature_mean=torch.cat([mean[keep], mu]),
+        feature_std=torch.cat([std[keep], sd]),
+    )

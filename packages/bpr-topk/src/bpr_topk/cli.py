@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 import warnings
 from pathlib import Path
@@ -908,7 +907,9 @@ def cmd_baseline(args: argparse.Namespace) -> Report:
     lines.append(table(cells, ["method", f"BPR@{k}", "MAE", "RMSE", "lags from"]))
     chosen = best_heuristic(data, k, args.window)
     best = next((r for r in rows if r["method"] == chosen["method"]), rows[0])
-    lines.append(f"best on the valid split: {chosen['method']} (valid BPR@{k} {chosen['valid_bpr']:.4f})")
+    lines.append(
+        f"best on the valid split: {chosen['method']} (valid BPR@{k} {chosen['valid_bpr']:.4f})"
+    )
     return Report(
         {
             "data": data.name,
