@@ -135,3 +135,25 @@ def test_tradeoff_rule_picks_a_moved_checkpoint_the_paper_rule_does_not():
     assert select_checkpoint(h, "nll", "tradeoff") == 0
     with pytest.raises(ValueError, match="nll_tolerance must be >= 0"):
         select_checkpoint(h, "daml", "tradeoff", nll_tolerance=-1.0)
+
+
+def test_train_cli_history_forecaster_flags_reach_the_run(tmp_path):
+    import json
+
+    from bpr_topk.cli import main
+
+    argv = ["train", "--quiet", "--dataset", "zeroinflated", "--sites", "40", "--K", "4"]
+    argv += ["--objective", "nll", "--epochs", "10", "--max-epochs", "40", "--link", "exp"]
+    argv += ["--start", "mean", "--history-features", "--selection", "tradeoff"]
+    argv += ["--eval-trials", "1", "--eval-samples", "20", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    tc = res["train_config"]
+    assert tc["max_epochs"] == 40 and tc["init"] == "mean" and tc["selection"] == "tradeoff"
+    assert res["budget"] in (10, 20, 40) and isinstance(res["best_epoch_at_budget_end"], bool)
+    assert res["best_epoch_at_budget_end"] == (res["best_epoch"] == res["budget"])
+    ckpt = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert "log1p_avg_counts_10steps" in ckpt["feature_names"]
+    assert not any(n.startswith("prev_") for n in ckpt["feature_names"])
+    cmp = res["heuristic_comparison"]
+    assert cmp["best_heuristic"]["valid_bpr"] == max(h["valid_bpr"] for h in cmp["heuristics"])

@@ -38,6 +38,7 @@ from .baselines import (
     evaluate_heuristic,
     heuristic_family,
     with_history_features,
+    with_site_history_features,
 )
 from .data import (
     SPLITS,
@@ -122,6 +123,14 @@ def _data_args(p: argparse.ArgumentParser) -> None:
         help="add one feature per window W, comma-separated: each site's mean count over the "
         "previous W steps (the 'avg' heuristic's score, e.g. 10; lag columns, else the y "
         "history); give the same windows to rank/evaluate as to train (default: none)",
+    )
+    p.add_argument(
+        "--history-features",
+        action="store_true",
+        help="the history forecaster's per-site features: log(1 + moving average) over 1, 2, 3, "
+        "5 and 10 steps, log(1 + all-history mean) and the fraction of zeros in the last 10 "
+        "steps, with the raw prev_*_<k>back lag columns dropped; use with --link exp --start mean "
+        "(give it to rank/evaluate as to train) (default: off)",
     )
 
 
@@ -220,9 +229,30 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--selection",
-        choices=["paper", "code", "last"],
+        choices=["paper", "code", "tradeoff", "last"],
         default="paper",
-        help="checkpoint rule: paper (App. C.2), code (official) or last (default: paper)",
+        help="checkpoint rule: paper (App. C.2), code (official nll - lam*bpr), tradeoff (best "
+        "valid BPR within --nll-tolerance of the run's best valid NLL) or last (default: paper)",
+    )
+    p.add_argument(
+        "--nll-tolerance",
+        type=nonneg_float(),
+        default=0.01,
+        help="relative valid-NLL slack of --selection tradeoff (default: 0.01)",
+    )
+    p.add_argument(
+        "--max-epochs",
+        type=positive_int(),
+        default=None,
+        help="while the chosen checkpoint is the last of the budget, double --epochs up to this "
+        "(default: none, the budget is --epochs)",
+    )
+    p.add_argument(
+        "--start",
+        choices=["official", "mean"],
+        default="official",
+        help="NegBin start: official (N(0,1) draws) or mean (beta = 0, every site at the average "
+        "count) (default: official)",
     )
     p.add_argument(
         "--pg-h",
@@ -495,6 +525,9 @@ def _load_data(args: argparse.Namespace) -> tuple[TopKData, int]:
     if args.history_windows:
         with blame("--history-windows"):
             data = with_history_features(data, args.history_windows)
+    if getattr(args, "history_features", False):
+        with blame("--history-features"):
+            data = with_site_history_features(data)
     k = args.K if args.K is not None else k_default
     if k > data.num_sites:
         raise UsageError("--K", f"{k} exceeds the number of sites S={data.num_sites}")
@@ -538,6 +571,9 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         early_stopping=None if args.early_stopping == "off" else args.early_stopping,
         patience=args.patience,
         pg_h=args.pg_h,
+        max_epochs=args.max_epochs,
+        nll_tolerance=args.nll_tolerance,
+        init=args.start,
     )
 
 
@@ -577,7 +613,7 @@ def _load_checkpoint(path: Path, data: TopKData, flag: str) -> tuple[ForecastMod
             f"{path} was trained on {ckpt.get('data_name')} with "
             f"{ckpt['config'].get('num_sites')} sites / features {ckpt.get('feature_names')}; "
             f"the data given has {data.num_sites} sites / features {data.feature_names} (give "
-            "the same data and --history-windows as to train)",
+            "the same data, --history-windows and --history-features as to train)",
         )
     return model, ckpt
 
@@ -655,6 +691,8 @@ def cmd_train(args: argparse.Namespace) -> Report:
             "eval_config": config_dict(ev),
             "best_epoch": result.best_epoch,
             "stopped_epoch": result.stopped_epoch,
+            "budget": result.budget,
+            "best_epoch_at_budget_end": result.at_budget_end,
             "selection": result.selection,
             "history": result.history,
             "metrics": rows,

@@ -160,6 +160,7 @@ def train_one(
         early_stopping=cfg.early_stopping,  # type: ignore[arg-type]
         patience=cfg.patience,
         max_epochs=None if cfg.max_epochs is None else max(cfg.max_epochs, epochs),
+        nll_tolerance=cfg.nll_tolerance,
     )
     return model, result
 

@@ -194,6 +194,7 @@ def fit(
     patience: int = 5,
     min_delta: float = 0.0,
     max_epochs: int | None = None,
+    nll_tolerance: float = 0.01,
 ) -> FitResult:
     """Train ``model`` full batch with Adam on ``loss_fn`` and keep the selected checkpoint.
 
@@ -208,7 +209,8 @@ def fit(
 
     ``max_epochs``: when the chosen checkpoint is the last validation of the budget (and training
     was not stopped early) the run has not converged: the budget doubles, up to ``max_epochs``,
-    and training continues from where it was (same optimiser state). ``FitResult.budget`` is the
+    and training continues from where it was (same optimiser state). ``nll_tolerance``: the
+    slack of ``selection="tradeoff"`` (reference: the run's best valid NLL). ``FitResult.budget`` is the
     final budget and ``FitResult.at_budget_end`` says whether the choice still sits on its end.
     """
     if epochs < 0 or val_freq < 1:
@@ -270,7 +272,9 @@ def fit(
                         since += 1
                     if since >= patience and epoch < budget:
                         stopped = epoch
-        best, rule = _choose(history, loss_fn, early_stopping, selection, reference_bpr)
+        best, rule = _choose(
+            history, loss_fn, early_stopping, selection, reference_bpr, nll_tolerance
+        )
         at_end = stopped is None and best == len(history) - 1 and budget > 0
         if not (at_end and max_epochs is not None and budget < max_epochs):
             break
@@ -298,12 +302,19 @@ def _choose(
     early_stopping: Monitor | None,
     selection: Selection,
     reference_bpr: float | None,
+    nll_tolerance: float,
 ) -> tuple[int, str]:
     if early_stopping is not None:
         scores = [monitored(h, early_stopping) for h in history]
         return scores.index(max(scores)), f"early_stopping:{early_stopping}"
     best = select_checkpoint(
-        history, loss_fn.objective, selection, reference_bpr, loss_fn.lam, loss_fn.nll_weight
+        history,
+        loss_fn.objective,
+        selection,
+        reference_bpr,
+        loss_fn.lam,
+        loss_fn.nll_weight,
+        nll_tolerance=nll_tolerance,
     )
     return best, selection
 
