@@ -157,3 +157,20 @@ def test_train_cli_history_forecaster_flags_reach_the_run(tmp_path):
     assert not any(n.startswith("prev_") for n in ckpt["feature_names"])
     cmp = res["heuristic_comparison"]
     assert cmp["best_heuristic"]["valid_bpr"] == max(h["valid_bpr"] for h in cmp["heuristics"])
+
+
+def test_early_stopping_budget_extends_until_patience_runs_out():
+    """Valid NLL still improving (slowly) when the budget ends: with early stopping the budget
+    doubles until `patience` validations pass without improvement, or the cap."""
+    train, valid = (
+        _split(10.0, 4),
+        _split(3.0, 2),
+    )  # the valid optimum (rate 3) is passed on the way
+    torch.manual_seed(0)
+    res = fit(Rates(6, math.log(0.5)), train, valid, DAMLLoss(2, objective="nll"), epochs=20,
+              lr=0.05, val_freq=10, progress=False, early_stopping="nll", patience=3,
+              max_epochs=2000)  # fmt: skip
+    assert res.stopped_epoch is not None and not res.at_budget_end
+    assert res.budget > 20 and res.best_epoch < res.stopped_epoch
+    best = min(h["valid_nll"] for h in res.history)
+    assert next(h for h in res.history if h["epoch"] == res.best_epoch)["valid_nll"] == best

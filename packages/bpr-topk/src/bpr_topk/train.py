@@ -35,8 +35,8 @@ class FitResult:
             ``last``, or ``early_stopping:bpr`` / ``early_stopping:nll``).
         budget: the epochs the run was allowed in the end (``epochs``, or more when
             ``max_epochs`` extended it because the chosen checkpoint was the budget's last).
-        at_budget_end: the chosen checkpoint is the last validation of the final budget with
-            training not stopped early, i.e. the run may not have converged.
+        at_budget_end: the final budget ran out before convergence: the chosen checkpoint is
+            its last validation, or (early stopping) patience had not run out.
         states: the ``state_dict`` of every validated checkpoint (in ``history`` order).
     """
 
@@ -207,8 +207,9 @@ def fit(
     more than ``min_delta``, and the checkpoint with the best monitored value is restored (this
     replaces ``selection``). ``epochs`` is then an upper bound.
 
-    ``max_epochs``: when the chosen checkpoint is the last validation of the budget (and training
-    was not stopped early) the run has not converged: the budget doubles, up to ``max_epochs``,
+    ``max_epochs``: when the chosen checkpoint is the last validation of the budget, or early
+    stopping has not seen ``patience`` validations without improvement when the budget runs
+    out, the run has not converged: the budget doubles, up to ``max_epochs``,
     and training continues from where it was (same optimiser state). ``nll_tolerance``: the
     slack of ``selection="tradeoff"`` (reference: the run's best valid NLL). ``FitResult.budget`` is the
     final budget and ``FitResult.at_budget_end`` says whether the choice still sits on its end.
@@ -275,7 +276,13 @@ def fit(
         best, rule = _choose(
             history, loss_fn, early_stopping, selection, reference_bpr, nll_tolerance
         )
-        at_end = stopped is None and best == len(history) - 1 and budget > 0
+        # not converged: the budget ran out while the chosen checkpoint was its last validation,
+        # or (early stopping) before `patience` validations without improvement
+        at_end = (
+            stopped is None
+            and budget > 0
+            and (best == len(history) - 1 or (early_stopping is not None and since < patience))
+        )
         if not (at_end and max_epochs is not None and budget < max_epochs):
             break
         # the chosen checkpoint is the budget's last: not converged, so train on
