@@ -145,14 +145,17 @@ def test_train_cli_history_forecaster_flags_reach_the_run(tmp_path):
     argv = ["train", "--quiet", "--dataset", "zeroinflated", "--sites", "40", "--K", "4"]
     argv += ["--objective", "nll", "--epochs", "10", "--max-epochs", "40", "--link", "exp"]
     argv += ["--start", "mean", "--history-features", "--selection", "tradeoff"]
+    argv += ["--no-site-slopes"]
     argv += ["--eval-trials", "1", "--eval-samples", "20", "--out", str(tmp_path)]
     assert main(argv) == 0
     res = json.loads((tmp_path / "results.json").read_text())
+    ckpt = torch.load(tmp_path / "model.pt", weights_only=True)
     tc = res["train_config"]
+    assert tc["site_slopes"] is False
+    assert torch.count_nonzero(ckpt["state_dict"]["b1"]) == 0
     assert tc["max_epochs"] == 40 and tc["init"] == "mean" and tc["selection"] == "tradeoff"
     assert res["budget"] in (10, 20, 40) and isinstance(res["best_epoch_at_budget_end"], bool)
     assert res["best_epoch_at_budget_end"] == (res["best_epoch"] == res["budget"])
-    ckpt = torch.load(tmp_path / "model.pt", weights_only=True)
     assert "log1p_avg_counts_10steps" in ckpt["feature_names"]
     assert not any(n.startswith("prev_") for n in ckpt["feature_names"])
     cmp = res["heuristic_comparison"]

@@ -248,6 +248,12 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "(default: none, the budget is --epochs)",
     )
     p.add_argument(
+        "--no-site-slopes",
+        action="store_true",
+        help="NegBin: hold the per-site random slopes on time at 0 (random intercept only; "
+        "extrapolated slopes can wreck the ranking of later steps) (default: off)",
+    )
+    p.add_argument(
         "--start",
         choices=["official", "mean"],
         default="official",
@@ -574,6 +580,7 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         max_epochs=args.max_epochs,
         nll_tolerance=args.nll_tolerance,
         init=args.start,
+        site_slopes=not args.no_site_slopes,
     )
 
 
