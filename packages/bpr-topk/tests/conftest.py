@@ -30,3 +30,9 @@ def cook_dir() -> Path:
     if not (path / "train_x.csv").is_file():
         pytest.skip(f"Cook County data not found at {path}")
     return path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # registered here: this package's pyproject.toml has no [tool.pytest.ini_options]
+    config.addinivalue_line("markers", "slow: takes more than ~10 s (CI's quick tier skips it)")
+    config.addinivalue_line("markers", "dataset: reads /work/shared/data (skips when absent)")

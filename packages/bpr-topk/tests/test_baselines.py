@@ -201,6 +201,7 @@ def test_history_features_are_the_avg_heuristic_standardised_on_train(tmp_path):
         with_history_features(data, [0])
 
 
+@pytest.mark.slow
 def test_history_windows_flag_reaches_the_model_and_the_checkpoint_check(tmp_path, capsys):
     base = ["--dataset", "zeroinflated", "--sites", "40", "--quiet"]
     argv = ["train", *base, "--objective", "nll", "--epochs", "2", "--eval-trials", "1"]

@@ -27,6 +27,7 @@ def _error(capsys):
     return lines[0]
 
 
+@pytest.mark.slow
 def test_train_rank_evaluate_keep_each_others_results(tmp_path):
     """Following the README with one --out per run: every subcommand writes its own file."""
     nll, daml = tmp_path / "nll", tmp_path / "daml"
@@ -85,6 +86,7 @@ def test_bad_input_exit_code_2(argv, match, capsys, tmp_path):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.slow
 def test_epochs_zero_cannot_replace_a_trained_model(tmp_path, capsys):
     assert _train(tmp_path) == 0
     before = (tmp_path / "model.pt").read_bytes()
@@ -93,6 +95,7 @@ def test_epochs_zero_cannot_replace_a_trained_model(tmp_path, capsys):
     assert (tmp_path / "model.pt").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_no_file_is_replaced_without_overwrite(tmp_path, capsys):
     assert _train(tmp_path) == 0
     files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
@@ -187,6 +190,7 @@ def test_bad_checkpoints_name_their_flag(tmp_path, capsys, content, expected):
         assert f"argument {flag}: " in line and expected in line, line
 
 
+@pytest.mark.slow
 def test_checkpoint_of_other_data_is_rejected(tmp_path, capsys):
     assert _train(tmp_path / "nll") == 0
     argv = ["rank", "--quiet", "--dataset", "panel", "--sites", "16"]
@@ -195,6 +199,7 @@ def test_checkpoint_of_other_data_is_rejected(tmp_path, capsys):
     assert "argument --checkpoint: " in _error(capsys)
 
 
+@pytest.mark.slow
 def test_demo_quick_shows_daml_beating_nll_only_and_the_naive_baselines(tmp_path, capsys):
     """The demo's point on its embedded default (hotspots): DAML > NLL-only > naive baselines."""
     assert main(["demo", "--quick", "--out", str(tmp_path)]) == 0
@@ -241,6 +246,7 @@ def _train_json(tmp_path, capsys, *argv):
     return json.loads((tmp_path / "results.json").read_text()), err
 
 
+@pytest.mark.slow
 def test_train_warns_when_a_heuristic_beats_the_model(tmp_path, capsys):
     """On synthetic7 the site history is a near-perfect forecast (BPR 1): 5 epochs of NLL-only
     stay below it, so train says so on stderr and in results.json."""

@@ -20,6 +20,7 @@ def _load(path, **kw):
         return load_topk_folder(path, **kw)
 
 
+@pytest.mark.dataset
 def test_cook_county_shapes_and_lag_identity(cook_dir):
     d = _load(cook_dir)
     assert d.train.X.shape[:2] == (4, 1328)
