@@ -160,6 +160,12 @@ def test_train_cli_history_forecaster_flags_reach_the_run(tmp_path):
     assert not any(n.startswith("prev_") for n in ckpt["feature_names"])
     cmp = res["heuristic_comparison"]
     assert cmp["best_heuristic"]["valid_bpr"] == max(h["valid_bpr"] for h in cmp["heuristics"])
+    # the heuristics read the data as given (its lag columns), not the history features
+    from bpr_topk import make_zero_inflated
+
+    raw = best_heuristic(make_zero_inflated(40, seed=0), 4)
+    assert cmp["best_heuristic"]["valid_bpr"] == pytest.approx(raw["valid_bpr"])
+    assert cmp["best_heuristic"]["test_bpr"] == pytest.approx(raw["test_bpr"])
 
 
 def test_early_stopping_budget_extends_until_patience_runs_out():

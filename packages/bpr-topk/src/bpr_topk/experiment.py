@@ -278,13 +278,20 @@ def baseline_rows(data: TopKData, k: int, ev: EvalConfig) -> list[dict[str, Any]
 
 
 def heuristic_comparison(
-    model: ForecastModel, data: TopKData, k: int, ev: EvalConfig, offset: float
+    model: ForecastModel,
+    data: TopKData,
+    k: int,
+    ev: EvalConfig,
+    offset: float,
+    heuristic_data: TopKData | None = None,
 ) -> dict[str, Any]:
     """The trained model's valid and test BPR@K (ratio ranking, ``ev`` trials × samples) beside
     the best heuristic's (chosen on validation among the family: last, avg over 2/3/5/10 and
     ``ev.window``, all-history mean, zero).
 
     ``heuristic_better`` is true when that heuristic beats the model on validation or on test.
+    ``heuristic_data``: the data the heuristics read (default ``data``); pass the data before
+    :func:`~bpr_topk.baselines.with_site_history_features`, which drops the lag columns.
     """
     bprs = {
         s: evaluate_model(model, data.split(s), k, "ratio", ev.trials, ev.num_samples, offset)[
@@ -292,7 +299,7 @@ def heuristic_comparison(
         ]
         for s in ("valid", "test")
     }
-    best = best_heuristic(data, k, ev.window)
+    best = best_heuristic(heuristic_data if heuristic_data is not None else data, k, ev.window)
     better_valid = best["valid_bpr"] > bprs["valid"]
     better_test = best["test_bpr"] > bprs["test"]
     return {
