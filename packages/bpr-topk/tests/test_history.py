@@ -150,6 +150,7 @@ def test_train_cli_history_forecaster_flags_reach_the_run(tmp_path):
     assert main(argv) == 0
     res = json.loads((tmp_path / "results.json").read_text())
     ckpt = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert "heuristic_data" not in (tmp_path / "results.json").read_text()
     tc = res["train_config"]
     assert tc["site_slopes"] is False
     assert torch.count_nonzero(ckpt["state_dict"]["b1"]) == 0

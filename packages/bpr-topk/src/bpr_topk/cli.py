@@ -529,7 +529,7 @@ def _load_data(args: argparse.Namespace) -> tuple[TopKData, int]:
     else:
         data, k_default = make_synthetic7(args.seed), 5
     # the heuristics read the data as given (its lag columns), not the model's extra features
-    args.heuristic_data = data
+    args._heuristic_data = data
     if args.history_windows:
         with blame("--history-windows"):
             data = with_history_features(data, args.history_windows)
@@ -670,7 +670,7 @@ def cmd_train(args: argparse.Namespace) -> Report:
     ev = EvalConfig(args.eval_trials, args.eval_samples, args.window, args.split)
     name = _method_name(args.objective, eps)
     rows = evaluate_rows(model, data, k, name, ev, cfg.denominator_offset)
-    rows += baseline_rows(args.heuristic_data, k, ev)
+    rows += baseline_rows(args._heuristic_data, k, ev)
     model_path = args.out / "model.pt"
     torch.save(
         {
@@ -688,7 +688,7 @@ def cmd_train(args: argparse.Namespace) -> Report:
     )
     plot = _plot_history(result.history, args.out / "training.png", name)
     cmp = heuristic_comparison(
-        model, data, k, ev, cfg.denominator_offset, heuristic_data=args.heuristic_data
+        model, data, k, ev, cfg.denominator_offset, heuristic_data=args._heuristic_data
     )
     warning = comparison_warning(cmp, name, k)
     if warning is not None:
@@ -820,7 +820,7 @@ def cmd_evaluate(args: argparse.Namespace) -> Report:
             rows.append(
                 {**row, "method": row["method"].replace(name, label), "checkpoint": str(path)}
             )
-    rows += baseline_rows(args.heuristic_data, k, ev)
+    rows += baseline_rows(args._heuristic_data, k, ev)
     summary = summarise(rows)
     plot = pareto_plot(
         summary, args.out / "evaluate_pareto.png", f"{data.name}: BPR@{k} vs NLL ({ev.split})"
@@ -947,7 +947,7 @@ def cmd_baseline(args: argparse.Namespace) -> Report:
         family = heuristic_family(args.window)
     else:
         family = [(args.rule, args.window)]
-    hd = args.heuristic_data
+    hd = args._heuristic_data
     rows = [evaluate_heuristic(hd, args.split, k, rule, w) for rule, w in family]
     lines = [f"heuristics on {data.name} (K={k}), {args.split} split (deterministic, one value):"]
     cells = [
