@@ -124,7 +124,27 @@ def test_best_heuristic_is_chosen_on_validation():
     best = best_heuristic(d, 2, window=2)
     by = {r["rule"]: r for r in best["all"]}
     assert best["valid_bpr"] == max(r["valid_bpr"] for r in by.values())
-    assert set(by) == {"last", "avg", "zero"} and "test_bpr" in best
+    assert set(by) == {"last", "avg", "mean", "zero"} and "test_bpr" in best
+    windows = [r["window"] for r in best["all"] if r["rule"] == "avg"]
+    assert windows == [2, 3, 5, 10]
+
+
+def test_all_history_mean_in_closed_form():
+    """Every past count of the hand-made panel: TRAIN + VALID before test step 0, + TEST[0]."""
+    got = heuristic_scores(_panel(), "test", "mean")
+    want = torch.tensor([[1, 1, 1 / 3, 1], [0.75, 1, 1.25, 1]])
+    assert torch.allclose(got, want)
+    assert evaluate_heuristic(_panel(), "test", 2, "mean")["method"] == "all-history mean"
+
+
+def test_best_heuristic_maximises_valid_bpr_over_the_family_with_the_asked_window():
+    d = _panel()
+    best = best_heuristic(d, 1, window=4)
+    by = {r["method"]: r for r in best["all"]}
+    assert "avg over 4" in by and best["method"] == max(by, key=lambda m: by[m]["valid_bpr"])
+    top_test = max(r["test_bpr"] for r in best["all"])
+    assert best["valid_bpr"] == max(r["valid_bpr"] for r in best["all"])
+    assert best["test_bpr"] <= top_test
 
 
 def test_bad_rule_and_window():
@@ -139,10 +159,16 @@ def test_baseline_command_writes_its_own_file_with_the_api_numbers(tmp_path):
     assert main([*argv, "--out", str(tmp_path)]) == 0
     text = (tmp_path / "baseline.json").read_text()
     res = json.loads(text)
-    assert [r["rule"] for r in res["heuristics"]] == ["last", "avg", "zero"]
+    methods = [r["method"] for r in res["heuristics"]]
+    assert methods[:2] == ["last step", "avg over 2"] and methods[-2:] == [
+        "all-history mean",
+        "chance (ŷ=0)",
+    ]
     p = make_panel(36, seed=0)
     for row in res["heuristics"]:
-        assert row["bpr"] == pytest.approx(evaluate_heuristic(p, "test", 4, row["rule"], 5)["bpr"])
+        want = evaluate_heuristic(p, "test", 4, row["rule"], row["window"] or 5)["bpr"]
+        assert row["bpr"] == pytest.approx(want)
+    assert res["best_method"] == best_heuristic(p, 4, 5)["method"]
     assert main([*argv, "--rule", "last", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "baseline-last.json").is_file()
     assert (tmp_path / "baseline.json").read_text() == text  # the first result is kept
@@ -175,6 +201,7 @@ def test_history_features_are_the_avg_heuristic_standardised_on_train(tmp_path):
         with_history_features(data, [0])
 
 
+@pytest.mark.slow
 def test_history_windows_flag_reaches_the_model_and_the_checkpoint_check(tmp_path, capsys):
     base = ["--dataset", "zeroinflated", "--sites", "40", "--quiet"]
     argv = ["train", *base, "--objective", "nll", "--epochs", "2", "--eval-trials", "1"]
@@ -186,5 +213,5 @@ def test_history_windows_flag_reaches_the_model_and_the_checkpoint_check(tmp_pat
     assert ckpt["feature_names"][-2:] == ["avg_counts_10steps", "avg_counts_20steps"]
     rank = ["rank", *base, "--checkpoint", str(tmp_path / "t" / "model.pt")]
     assert main([*rank, "--out", str(tmp_path / "r")]) == 2  # without the same windows
-    assert "--history-windows as to train" in capsys.readouterr().err
+    assert "--history-windows and --history-features as to train" in capsys.readouterr().err
     assert main([*rank, "--history-windows", "10,20", "--out", str(tmp_path / "r")]) == 0

@@ -27,6 +27,7 @@ def _error(capsys):
     return lines[0]
 
 
+@pytest.mark.slow
 def test_train_rank_evaluate_keep_each_others_results(tmp_path):
     """Following the README with one --out per run: every subcommand writes its own file."""
     nll, daml = tmp_path / "nll", tmp_path / "daml"
@@ -85,6 +86,7 @@ def test_bad_input_exit_code_2(argv, match, capsys, tmp_path):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.slow
 def test_epochs_zero_cannot_replace_a_trained_model(tmp_path, capsys):
     assert _train(tmp_path) == 0
     before = (tmp_path / "model.pt").read_bytes()
@@ -93,6 +95,7 @@ def test_epochs_zero_cannot_replace_a_trained_model(tmp_path, capsys):
     assert (tmp_path / "model.pt").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_no_file_is_replaced_without_overwrite(tmp_path, capsys):
     assert _train(tmp_path) == 0
     files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
@@ -187,6 +190,7 @@ def test_bad_checkpoints_name_their_flag(tmp_path, capsys, content, expected):
         assert f"argument {flag}: " in line and expected in line, line
 
 
+@pytest.mark.slow
 def test_checkpoint_of_other_data_is_rejected(tmp_path, capsys):
     assert _train(tmp_path / "nll") == 0
     argv = ["rank", "--quiet", "--dataset", "panel", "--sites", "16"]
@@ -242,6 +246,7 @@ def _train_json(tmp_path, capsys, *argv):
     return json.loads((tmp_path / "results.json").read_text()), err
 
 
+@pytest.mark.slow
 def test_train_warns_when_a_heuristic_beats_the_model(tmp_path, capsys):
     """On synthetic7 the site history is a near-perfect forecast (BPR 1): 5 epochs of NLL-only
     stay below it, so train says so on stderr and in results.json."""
@@ -250,7 +255,7 @@ def test_train_warns_when_a_heuristic_beats_the_model(tmp_path, capsys):
     best, model = cmp["best_heuristic"], cmp["model"]
     assert cmp["heuristic_better"] and best["valid_bpr"] > model["valid_bpr"]
     assert best["valid_bpr"] == max(h["valid_bpr"] for h in cmp["heuristics"])
-    assert {h["rule"] for h in cmp["heuristics"]} == {"last", "avg", "zero"}
+    assert {h["rule"] for h in cmp["heuristics"]} == {"last", "avg", "mean", "zero"}
     (line,) = [ln for ln in err.splitlines() if "warning" in ln]
     assert line.startswith("bpr-topk: warning: the heuristic ") and "beats the trained" in line
     assert f"{best['valid_bpr']:.3f} vs {model['valid_bpr']:.3f}" in line
@@ -268,3 +273,18 @@ def test_train_prints_model_and_heuristic_bpr_and_no_warning_when_the_model_wins
     assert cmp["model"]["test_bpr"] > cmp["best_heuristic"]["test_bpr"] + 0.1
     assert "(best heuristic on valid)" in captured.out
     assert f"{cmp['model']['valid_bpr']:.4f}" in captured.out
+
+
+def test_several_target_columns_ask_for_the_cli_flag(tmp_path, capsys):
+    """Issue 33: the CLI said 'choose one with target=' (the Python argument)."""
+    write_topk_folder(make_panel(16, seed=0), tmp_path / "d")
+    for s in ("train", "valid", "test"):
+        path = tmp_path / "d" / f"{s}_y.csv"
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join([lines[0] + ",cases", *(ln + ",1" for ln in lines[1:])]) + "\n")
+    argv = ["baseline", "--quiet", "--data", str(tmp_path / "d"), "--K", "2"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    line = _error(capsys)
+    assert "argument --target:" in line and "choose one with --target" in line, line
+    assert "target=" not in line, line
+    assert main([*argv, "--target", "cases", "--out", str(tmp_path / "o")]) == 0

@@ -1,9 +1,11 @@
+import re
 import shutil
 import warnings
 
 import pytest
 import torch
 from bpr_topk import (
+    AmbiguousTargetError,
     load_topk_folder,
     make_hotspots,
     make_panel,
@@ -18,6 +20,7 @@ def _load(path, **kw):
         return load_topk_folder(path, **kw)
 
 
+@pytest.mark.dataset
 def test_cook_county_shapes_and_lag_identity(cook_dir):
     d = _load(cook_dir)
     assert d.train.X.shape[:2] == (4, 1328)
@@ -290,3 +293,31 @@ def test_missing_and_extra_feature_columns_are_listed_without_empty_lists(folder
         load_topk_folder(folder)
     msg = str(info.value)
     assert "missing ['svi_theme1'], extra ['svi_theme9']" in msg and "[]" not in msg
+
+
+def test_swapped_key_columns_in_train_x_blame_train_x_not_train_y(folder):
+    """Issue 33: with the keys swapped in train_x.csv the error named train_y.csv."""
+    _swap_columns(folder / "train_x.csv", 0, 1)
+    with pytest.raises(ValueError) as info:
+        load_topk_folder(folder)
+    msg = str(info.value)
+    assert re.search(
+        r"train_x\.csv: the key columns are swapped \('timestep' first, 'geoid' second\); "
+        r"train_y\.csv has the site id 'geoid' first",
+        msg,
+    ), msg
+    assert "train_y.csv: " not in msg
+
+
+def _extra_target(lines):
+    return [lines[0] + ",cases", *(ln + ",1" for ln in lines[1:])]
+
+
+def test_several_targets_python_message_names_the_target_argument(folder):
+    for s in ("train", "valid", "test"):
+        _edit(folder / f"{s}_y.csv", _extra_target)
+    with pytest.raises(AmbiguousTargetError) as info:
+        load_topk_folder(folder)
+    assert "choose one with target='deaths' (any of ['deaths', 'cases'])" in str(info.value)
+    assert info.value.targets == ["deaths", "cases"]
+    assert _load(folder, target="cases").train.y.eq(1).all()

@@ -105,6 +105,7 @@ def test_decision_focused_training_runs_through_the_score_function(cls):
     assert res.best_epoch == res.history[best]["epoch"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("objective", "name"), [("spo+", "SPO+"), ("pg", "PG")])
 def test_train_cli_runs_the_decision_focused_baselines(tmp_path, objective, name):
     import json

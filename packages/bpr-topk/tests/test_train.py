@@ -84,6 +84,7 @@ def test_min_delta_and_bad_arguments():
                 epochs=1, progress=False, **kw)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_train_cli_early_stopping_is_recorded(tmp_path):
     argv = ["train", "--quiet", "--dataset", "synthetic7", "--objective", "nll", "--lr", "0.1"]
     argv += ["--epochs", "200", "--val-freq", "5", "--early-stopping", "bpr", "--patience", "2"]
@@ -98,6 +99,7 @@ def test_train_cli_early_stopping_is_recorded(tmp_path):
     assert len(later) == 2 and max(later) <= bpr[res["best_epoch"]]  # patience 2
 
 
+@pytest.mark.slow
 def test_search_chooses_the_trial_on_validation_and_records_it(tmp_path):
     """NLL-only on synthetic7 with learning rates 1e-6 (barely moves) and 0.1: the search keeps
     the trial with the lower valid NLL and writes every trial and the choice to results.json."""

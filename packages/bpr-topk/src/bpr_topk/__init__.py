@@ -13,13 +13,16 @@ from .baselines import (
     heuristic_scores,
     lag_columns,
     with_history_features,
+    with_site_history_features,
 )
 from .data import (
+    AmbiguousTargetError,
     Split,
     TopKData,
     load_topk_folder,
     make_hotspots,
     make_panel,
+    make_survey_twin,
     make_synthetic7,
     make_toy9,
     make_zero_inflated,
@@ -39,6 +42,7 @@ __version__ = version("bpr-topk")
 
 __all__ = [
     "HEURISTICS",
+    "AmbiguousTargetError",
     "BPRLoss",
     "DAMLLoss",
     "FitResult",
@@ -67,6 +71,7 @@ __all__ = [
     "load_topk_folder",
     "make_hotspots",
     "make_panel",
+    "make_survey_twin",
     "make_synthetic7",
     "make_toy9",
     "make_zero_inflated",
@@ -85,5 +90,6 @@ __all__ = [
     "topk_ratio_rating",
     "toy9_outcomes",
     "with_history_features",
+    "with_site_history_features",
     "write_topk_folder",
 ]

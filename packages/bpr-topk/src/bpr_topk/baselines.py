@@ -8,9 +8,16 @@
     cranes data in Table C.2). Lag ``k`` comes from the lag column ``prev_*_<k>back`` when the data
     has it, else from the y history concatenated over the splits in time order; lags before the
     first observed step are left out of the mean (fewer than W terms at the start, 0 without any).
+``mean``
+    rank by the all-history mean: every past count available for the site (lag columns and
+    the y history), the long-run level of a persistent site.
 ``zero``
     the chance decision of Table C.2 (forecast 0 everywhere): every score ties, so under exact
     expected tie-breaking BPR@K = ``(K/S)·Σ_s y_s / Σ_{top-K} y``.
+
+The *family* (:func:`heuristic_family`) is last, avg over W for W in :data:`HEURISTIC_WINDOWS`
+(2, 3, 5, 10, plus any W asked for), the all-history mean and zero; :func:`best_heuristic`
+picks one member on the validation split, the comparison row of every table and of ``train``.
 
 Lag columns are recognised by name, ``^prev_.+_(\\d+)back$`` (Cook County: ``prev_deaths_05back`` ..
 ``prev_deaths_01back``), and read un-standardised.
@@ -29,8 +36,9 @@ from torch import Tensor
 from .data import SPLITS, Split, TopKData
 from .metrics import bpr, check_k, nanmean
 
-Rule = Literal["last", "avg", "zero"]
-HEURISTICS: tuple[str, ...] = ("last", "avg", "zero")
+Rule = Literal["last", "avg", "mean", "zero"]
+HEURISTICS: tuple[str, ...] = ("last", "avg", "mean", "zero")
+HEURISTIC_WINDOWS: tuple[int, ...] = (2, 3, 5, 10)
 LAG_PATTERN = re.compile(r"^prev_.+_(\d+)back$")
 
 
@@ -86,6 +94,8 @@ def heuristic_scores(data: TopKData, split: str, rule: str, window: int = 5) -> 
     sp = data.split(split)
     if rule == "zero":
         return torch.zeros(sp.num_steps, data.num_sites)
+    if rule == "mean":
+        window = _all_history(data)
     lags = [1] if rule == "last" else list(range(1, window + 1))
     total = torch.zeros(sp.num_steps, data.num_sites)
     count = torch.zeros(sp.num_steps, data.num_sites)
@@ -96,10 +106,27 @@ def heuristic_scores(data: TopKData, split: str, rule: str, window: int = 5) -> 
     return torch.where(count > 0, total / count.clamp_min(1.0), torch.zeros_like(total))
 
 
+def _all_history(data: TopKData) -> int:
+    """The largest lag any step can have: every step of the three splits plus the lag columns."""
+    steps = sum(data.split(s).num_steps for s in SPLITS)
+    return steps + max(lag_columns(data.feature_names), default=0)
+
+
+def heuristic_family(window: int | None = None) -> list[tuple[str, int]]:
+    """The candidate heuristics ``(rule, W)``: last, avg over each W of :data:`HEURISTIC_WINDOWS`
+    (and ``window`` if given), the all-history mean and zero (W is 1 where it does not apply)."""
+    windows = sorted({*HEURISTIC_WINDOWS, *([window] if window is not None else [])})
+    if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in windows):
+        raise ValueError(f"window must be an integer >= 1; got {window!r}")
+    return [("last", 1), *(("avg", w) for w in windows), ("mean", 1), ("zero", 1)]
+
+
 def heuristic_source(data: TopKData, rule: str, window: int = 5) -> str:
     """Where a heuristic's lags come from: ``lag columns``, ``y history`` or both (``none`` for zero)."""
     if rule == "zero":
         return "none"
+    if rule == "mean":
+        return "lag columns + y history" if lag_columns(data.feature_names) else "y history"
     need = [1] if rule == "last" else list(range(1, window + 1))
     have = lag_columns(data.feature_names)
     n_cols = sum(k in have for k in need)
@@ -109,8 +136,10 @@ def heuristic_source(data: TopKData, rule: str, window: int = 5) -> str:
 
 
 def heuristic_label(rule: str, window: int = 5) -> str:
-    """The row label used in tables: ``last step``, ``avg over W``, ``chance (ŷ=0)``."""
-    return {"last": "last step", "zero": "chance (ŷ=0)"}.get(rule, f"avg over {window}")
+    """The row label used in tables: ``last step``, ``avg over W``, ``all-history mean``,
+    ``chance (ŷ=0)``."""
+    labels = {"last": "last step", "mean": "all-history mean", "zero": "chance (ŷ=0)"}
+    return labels.get(rule, f"avg over {window}")
 
 
 def evaluate_heuristic(
@@ -136,20 +165,27 @@ def evaluate_heuristic(
 
 
 def best_heuristic(
-    data: TopKData, k: int, window: int = 5, select_on: str = "valid", report_on: str = "test"
+    data: TopKData,
+    k: int,
+    window: int | None = None,
+    select_on: str = "valid",
+    report_on: str = "test",
 ) -> dict[str, Any]:
-    """The heuristic with the highest BPR@K on ``select_on`` (validation), with its BPR on both.
+    """The member of the heuristic family (:func:`heuristic_family`: last, avg over 2/3/5/10 and
+    ``window``, all-history mean, zero) with the highest BPR@K on ``select_on`` (validation), with
+    its BPR on both splits.
 
-    Returns ``{"rule", "method", "valid_bpr", "test_bpr", "all": [...]}`` (keys named after the
-    two splits); ties keep the order of :data:`HEURISTICS`.
+    Returns ``{"rule", "window", "method", "valid_bpr", "test_bpr", "all": [...]}`` (keys named
+    after the two splits); ties keep the family's order (simpler rules first).
     """
     rows = []
-    for rule in HEURISTICS:
-        sel = evaluate_heuristic(data, select_on, k, rule, window)
-        rep = evaluate_heuristic(data, report_on, k, rule, window)
+    for rule, w in heuristic_family(window):
+        sel = evaluate_heuristic(data, select_on, k, rule, w)
+        rep = evaluate_heuristic(data, report_on, k, rule, w)
         rows.append(
             {
                 "rule": rule,
+                "window": sel["window"],
                 "method": sel["method"],
                 f"{select_on}_bpr": sel["bpr"],
                 f"{report_on}_bpr": rep["bpr"],
@@ -205,4 +241,81 @@ def with_history_features(data: TopKData, windows: Sequence[int] = (10,)) -> Top
         feature_names=[*data.feature_names, *names],
         feature_mean=torch.cat([mean, mu]),
         feature_std=torch.cat([std, sd]),
+    )
+
+
+HISTORY_FEATURE_WINDOWS: tuple[int, ...] = (1, 2, 3, 5, 10)
+
+
+def with_site_history_features(
+    data: TopKData,
+    windows: Sequence[int] = HISTORY_FEATURE_WINDOWS,
+    zero_window: int = 10,
+    drop_lag_columns: bool = True,
+) -> TopKData:
+    """A copy of ``data`` with the per-site history features of the history forecaster.
+
+    For every window W: ``log1p_avg_<target>_<W>steps = log(1 + mean of the last W counts)``
+    (W = 1 is the last count); ``log1p_mean_<target>_past``, the log of 1 + the all-history mean;
+    and ``zeros_<target>_<zero_window>steps``, the fraction of zero counts among the last
+    ``zero_window`` (0 before any history). Lags come from the lag columns where the data has
+    them, else the y history, exactly as the heuristics read them (past steps only).
+
+    On the log scale a negative-binomial model with the exp link (Eq. 15, ``link="exp"``) holds
+    every heuristic of the family: with weight 1 on ``log1p_avg_W`` and 0 elsewhere its mean is
+    ``c·(1 + avg_W)``, whose ranking is the ``avg over W`` heuristic's. The features are
+    standardised with training statistics like the others.
+
+    ``drop_lag_columns`` (default) removes the raw ``prev_*_<k>back`` lag columns: under the exp
+    link a weight on a raw count multiplies the forecast by ``exp(β·y_lag)``, which explodes on
+    the rare large counts of zero-inflated data (their information is in the log features).
+    """
+    if not windows:
+        raise ValueError("windows must name at least one window W >= 1")
+    if any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in windows):
+        raise ValueError(f"every window must be an integer >= 1; got {list(windows)}")
+    if isinstance(zero_window, bool) or not isinstance(zero_window, int) or zero_window < 1:
+        raise ValueError(f"zero_window must be an integer >= 1; got {zero_window!r}")
+    tgt = data.target_name
+    names = [f"log1p_avg_{tgt}_{w}steps" for w in windows]
+    names += [f"log1p_mean_{tgt}_past", f"zeros_{tgt}_{zero_window}steps"]
+    taken = [n for n in names if n in data.feature_names]
+    if taken or len(set(names)) != len(names):
+        raise ValueError(f"the data already has (or repeats) the feature(s) {sorted(set(taken))}")
+
+    def raw(split: str) -> Tensor:
+        cols = [torch.log1p(heuristic_scores(data, split, "avg", w)) for w in windows]
+        cols.append(torch.log1p(heuristic_scores(data, split, "mean")))
+        zeros = torch.zeros(data.split(split).num_steps, data.num_sites)
+        seen = torch.zeros_like(zeros)
+        for lag in range(1, zero_window + 1):
+            values, ok = lagged_counts(data, split, lag)
+            zeros += (ok & (values == 0)).to(zeros.dtype)
+            seen += ok.to(zeros.dtype)
+        cols.append(zeros / seen.clamp_min(1.0))
+        return torch.stack(cols, -1)
+
+    F = data.num_features
+    mean = data.feature_mean if data.feature_mean.numel() == F else torch.zeros(F)
+    std = data.feature_std if data.feature_std.numel() == F else torch.ones(F)
+    extra = {s: raw(s) for s in SPLITS}
+    keep = list(range(F))
+    if drop_lag_columns:
+        lags = set(lag_columns(data.feature_names).values())
+        keep = [j for j in keep if j not in lags]
+    mu = extra["train"].mean(dim=(0, 1))
+    sd = extra["train"].std(dim=(0, 1)).nan_to_num(1.0).clamp_min(1e-6)
+    splits = {}
+    for s in SPLITS:
+        sp = data.split(s)
+        X = torch.cat([sp.X[..., keep], ((extra[s] - mu) / sd).to(sp.X.dtype)], -1)
+        splits[s] = Split(X, sp.y, sp.time, list(sp.timesteps))
+    return replace(
+        data,
+        train=splits["train"],
+        valid=splits["valid"],
+        test=splits["test"],
+        feature_names=[*(data.feature_names[j] for j in keep), *names],
+        feature_mean=torch.cat([mean[keep], mu]),
+        feature_std=torch.cat([std[keep], sd]),
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 import warnings
 from pathlib import Path
@@ -33,9 +32,17 @@ from ._contract import (
     table,
     unit_interval,
 )
-from .baselines import HEURISTICS, evaluate_heuristic, with_history_features
+from .baselines import (
+    HEURISTICS,
+    best_heuristic,
+    evaluate_heuristic,
+    heuristic_family,
+    with_history_features,
+    with_site_history_features,
+)
 from .data import (
     SPLITS,
+    AmbiguousTargetError,
     TopKData,
     load_topk_folder,
     make_hotspots,
@@ -116,6 +123,14 @@ def _data_args(p: argparse.ArgumentParser) -> None:
         help="add one feature per window W, comma-separated: each site's mean count over the "
         "previous W steps (the 'avg' heuristic's score, e.g. 10; lag columns, else the y "
         "history); give the same windows to rank/evaluate as to train (default: none)",
+    )
+    p.add_argument(
+        "--history-features",
+        action="store_true",
+        help="the history forecaster's per-site features: log(1 + moving average) over 1, 2, 3, "
+        "5 and 10 steps, log(1 + all-history mean) and the fraction of zeros in the last 10 "
+        "steps, with the raw prev_*_<k>back lag columns dropped; use with --link exp --start mean "
+        "(give it to rank/evaluate as to train) (default: off)",
     )
 
 
@@ -214,9 +229,36 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--selection",
-        choices=["paper", "code", "last"],
+        choices=["paper", "code", "tradeoff", "last"],
         default="paper",
-        help="checkpoint rule: paper (App. C.2), code (official) or last (default: paper)",
+        help="checkpoint rule: paper (App. C.2), code (official nll - lam*bpr), tradeoff (best "
+        "valid BPR within --nll-tolerance of the run's best valid NLL) or last (default: paper)",
+    )
+    p.add_argument(
+        "--nll-tolerance",
+        type=nonneg_float(),
+        default=0.01,
+        help="relative valid-NLL slack of --selection tradeoff (default: 0.01)",
+    )
+    p.add_argument(
+        "--max-epochs",
+        type=positive_int(),
+        default=None,
+        help="while the chosen checkpoint is the last of the budget, double --epochs up to this "
+        "(default: none, the budget is --epochs)",
+    )
+    p.add_argument(
+        "--no-site-slopes",
+        action="store_true",
+        help="NegBin: hold the per-site random slopes on time at 0 (random intercept only; "
+        "extrapolated slopes can wreck the ranking of later steps) (default: off)",
+    )
+    p.add_argument(
+        "--start",
+        choices=["official", "mean"],
+        default="official",
+        help="NegBin start: official (N(0,1) draws) or mean (beta = 0, every site at the average "
+        "count) (default: official)",
     )
     p.add_argument(
         "--pg-h",
@@ -413,12 +455,13 @@ def build_cli() -> CLI:
     p = cli.command(
         "baseline",
         cmd_baseline,
-        help="BPR@K, MAE and RMSE of the heuristics last / avg / zero (Table C.2 rows)",
-        description="Score the non-learned heuristics of the paper's Table C.2: last (previous "
-        "step), avg (mean of the last --window steps, from the prev_*_<k>back lag columns where "
-        "the data has them, else from the y history) and zero (the chance decision: all scores "
-        "tie, exact expected tie-breaking). Writes baseline.json (--rule all) or "
-        "baseline-<rule>.json.",
+        help="BPR@K, MAE and RMSE of the heuristics last / avg / mean / zero (Table C.2 rows)",
+        description="Score the non-learned heuristics of the paper's Table C.2 and their family: "
+        "last (previous step), avg (mean of the last W steps, from the prev_*_<k>back lag columns "
+        "where the data has them, else from the y history; --rule all scores W = 2, 3, 5, 10 and "
+        "--window), mean (all-history mean) and zero (the chance decision: all scores tie, exact "
+        "expected tie-breaking). 'best' is the member with the highest BPR on the valid split. "
+        "Writes baseline.json (--rule all) or baseline-<rule>.json.",
         writes=_baseline_writes,
         devices=CPU_ONLY,
     )
@@ -427,7 +470,7 @@ def build_cli() -> CLI:
         "--rule",
         choices=["all", *HEURISTICS],
         default="all",
-        help="heuristic: last, avg, zero, or all three (default: all)",
+        help="heuristic: last, avg, mean, zero, or all (the family; default: all)",
     )
     p.add_argument(
         "--window",
@@ -458,8 +501,18 @@ def _load_data(args: argparse.Namespace) -> tuple[TopKData, int]:
     if args.data is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore" if args.quiet else "default")
-            with blame("--data"):
-                data = load_topk_folder(args.data, target=args.target)
+            try:
+                with blame("--data"):
+                    data = load_topk_folder(args.data, target=args.target)
+            except UsageError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, AmbiguousTargetError):
+                    raise
+                raise UsageError(
+                    "--target",
+                    f"{cause.path.name} in --data has several target columns {cause.targets}; "
+                    f"choose one with --target (e.g. --target {cause.targets[0]})",
+                ) from cause
         k_default = 100
     elif args.dataset == "panel":
         with blame("--sites"):
@@ -475,9 +528,14 @@ def _load_data(args: argparse.Namespace) -> tuple[TopKData, int]:
         k_default = max(1, data.num_sites // 20)
     else:
         data, k_default = make_synthetic7(args.seed), 5
+    # the heuristics read the data as given (its lag columns), not the model's extra features
+    args._heuristic_data = data
     if args.history_windows:
         with blame("--history-windows"):
             data = with_history_features(data, args.history_windows)
+    if getattr(args, "history_features", False):
+        with blame("--history-features"):
+            data = with_site_history_features(data)
     k = args.K if args.K is not None else k_default
     if k > data.num_sites:
         raise UsageError("--K", f"{k} exceeds the number of sites S={data.num_sites}")
@@ -521,6 +579,10 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         early_stopping=None if args.early_stopping == "off" else args.early_stopping,
         patience=args.patience,
         pg_h=args.pg_h,
+        max_epochs=args.max_epochs,
+        nll_tolerance=args.nll_tolerance,
+        init=args.start,
+        site_slopes=not args.no_site_slopes,
     )
 
 
@@ -560,7 +622,7 @@ def _load_checkpoint(path: Path, data: TopKData, flag: str) -> tuple[ForecastMod
             f"{path} was trained on {ckpt.get('data_name')} with "
             f"{ckpt['config'].get('num_sites')} sites / features {ckpt.get('feature_names')}; "
             f"the data given has {data.num_sites} sites / features {data.feature_names} (give "
-            "the same data and --history-windows as to train)",
+            "the same data, --history-windows and --history-features as to train)",
         )
     return model, ckpt
 
@@ -608,7 +670,7 @@ def cmd_train(args: argparse.Namespace) -> Report:
     ev = EvalConfig(args.eval_trials, args.eval_samples, args.window, args.split)
     name = _method_name(args.objective, eps)
     rows = evaluate_rows(model, data, k, name, ev, cfg.denominator_offset)
-    rows += baseline_rows(data, k, ev)
+    rows += baseline_rows(args._heuristic_data, k, ev)
     model_path = args.out / "model.pt"
     torch.save(
         {
@@ -625,7 +687,9 @@ def cmd_train(args: argparse.Namespace) -> Report:
         model_path,
     )
     plot = _plot_history(result.history, args.out / "training.png", name)
-    cmp = heuristic_comparison(model, data, k, ev, cfg.denominator_offset)
+    cmp = heuristic_comparison(
+        model, data, k, ev, cfg.denominator_offset, heuristic_data=args._heuristic_data
+    )
     warning = comparison_warning(cmp, name, k)
     if warning is not None:
         print(f"{PROG}: {warning}", file=sys.stderr)
@@ -638,6 +702,8 @@ def cmd_train(args: argparse.Namespace) -> Report:
             "eval_config": config_dict(ev),
             "best_epoch": result.best_epoch,
             "stopped_epoch": result.stopped_epoch,
+            "budget": result.budget,
+            "best_epoch_at_budget_end": result.at_budget_end,
             "selection": result.selection,
             "history": result.history,
             "metrics": rows,
@@ -754,7 +820,7 @@ def cmd_evaluate(args: argparse.Namespace) -> Report:
             rows.append(
                 {**row, "method": row["method"].replace(name, label), "checkpoint": str(path)}
             )
-    rows += baseline_rows(data, k, ev)
+    rows += baseline_rows(args._heuristic_data, k, ev)
     summary = summarise(rows)
     plot = pareto_plot(
         summary, args.out / "evaluate_pareto.png", f"{data.name}: BPR@{k} vs NLL ({ev.split})"
@@ -877,15 +943,23 @@ def _baseline_writes(args: argparse.Namespace) -> tuple[str, ...]:
 def cmd_baseline(args: argparse.Namespace) -> Report:
     data, k = _load_data(args)
     say(args, _data_line(data, k, args))
-    rules = list(HEURISTICS) if args.rule == "all" else [args.rule]
-    rows = [evaluate_heuristic(data, args.split, k, rule, args.window) for rule in rules]
+    if args.rule == "all":
+        family = heuristic_family(args.window)
+    else:
+        family = [(args.rule, args.window)]
+    hd = args._heuristic_data
+    rows = [evaluate_heuristic(hd, args.split, k, rule, w) for rule, w in family]
     lines = [f"heuristics on {data.name} (K={k}), {args.split} split (deterministic, one value):"]
     cells = [
         [r["method"], f"{r['bpr']:.4f}", f"{r['mae']:.4f}", f"{r['rmse']:.4f}", r["source"]]
         for r in rows
     ]
     lines.append(table(cells, ["method", f"BPR@{k}", "MAE", "RMSE", "lags from"]))
-    best = max(rows, key=lambda r: -1.0 if math.isnan(r["bpr"]) else r["bpr"])
+    chosen = best_heuristic(hd, k, args.window)
+    best = next((r for r in rows if r["method"] == chosen["method"]), rows[0])
+    lines.append(
+        f"best on the valid split: {chosen['method']} (valid BPR@{k} {chosen['valid_bpr']:.4f})"
+    )
     return Report(
         {
             "data": data.name,
@@ -894,6 +968,8 @@ def cmd_baseline(args: argparse.Namespace) -> Report:
             "window": args.window,
             "heuristics": rows,
             "best": best["rule"],
+            "best_method": best["method"],
+            "best_selected_on": "valid",
         },
         table="\n".join(lines),
     )

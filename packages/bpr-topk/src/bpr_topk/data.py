@@ -184,9 +184,7 @@ def _keys(
 _NON_FINITE = ("nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity")
 
 
-def _check_key_order(
-    path: Path, names: list[str], ref: tuple[str, str], ref_file: str, swap: bool = True
-) -> None:
+def _check_key_order(path: Path, names: list[str], ref: tuple[str, str], ref_file: str) -> None:
     """The first two columns must be the site id and time columns named as in ``ref_file``.
 
     Files whose first two columns carry other names are read by position; the names are only
@@ -197,8 +195,6 @@ def _check_key_order(
     if first == ref:
         return
     if first == (ref[1], ref[0]):
-        if not swap:
-            return  # reported on the other file
         raise ValueError(
             f"{path}: the key columns are swapped ({names[0]!r} first, {names[1]!r} second); "
             f"{ref_file} has the site id {ref[0]!r} first and the time {ref[1]!r} second, and "
@@ -240,6 +236,39 @@ def _count(keys: list[tuple[str, float]]) -> dict[tuple[str, float], int]:
     for k in keys:
         out[k] = out.get(k, 0) + 1
     return out
+
+
+class AmbiguousTargetError(ValueError):
+    """The y files hold several target columns and none was chosen (``target=``).
+
+    Attributes:
+        path: the y file.
+        targets: its target columns (after the two key columns).
+    """
+
+    def __init__(self, path: Path, targets: list[str]) -> None:
+        self.path, self.targets = path, list(targets)
+        super().__init__(
+            f"{path}: several target columns {self.targets}; choose one with "
+            f"target={self.targets[0]!r} (any of {self.targets})"
+        )
+
+
+def _reference_keys(headers: dict[str, list[str]]) -> tuple[tuple[str, str], str]:
+    """The key-column names most of the six files agree on, and the first file that has them.
+
+    A file whose first two columns are the reference pair swapped (or preceded by another column)
+    is the one reported, whichever split it belongs to: with ``train_x.csv`` swapped the message
+    names ``train_x.csv``, not the y file it was compared with.
+    """
+    pairs = [(names[0], names[1]) for names in headers.values()]
+    counts: dict[tuple[str, str], int] = {}
+    for pair in pairs:
+        counts[pair] = counts.get(pair, 0) + 1
+    best = max(counts.values())
+    ref = next(p for p in pairs if counts[p] == best)  # ties: the earliest file's pair
+    ref_file = next(f for f, names in headers.items() if (names[0], names[1]) == ref)
+    return ref, f"{ref_file}.csv"
 
 
 def load_topk_folder(
@@ -286,23 +315,22 @@ def load_topk_folder(
     raw: dict[str, dict[str, object]] = {}
     feature_names: list[str] | None = None
     target_name: str | None = None
-    key_names: tuple[str, str] = ("geoid", "timestep")
     site_set: list[str] | None = None
+    parsed = {
+        f"{s}_{part}": _read_csv(root / f"{s}_{part}.csv") for s in SPLITS for part in ("x", "y")
+    }
+    key_names, ref_file = _reference_keys({f: v[0] for f, v in parsed.items()})
     for s in SPLITS:
         px, py = root / f"{s}_x.csv", root / f"{s}_y.csv"
-        xn, xb, xl = _read_csv(px)
-        yn, yb, yl = _read_csv(py)
-        if s == "train":
-            _check_key_order(px, xn, (yn[0], yn[1]), py.name, swap=False)  # a feature first
-            key_names = (xn[0], xn[1])
-        else:
-            _check_key_order(px, xn, key_names, "train_x.csv")
-        _check_key_order(py, yn, key_names, "train_x.csv")
+        xn, xb, xl = parsed[f"{s}_x"]
+        yn, yb, yl = parsed[f"{s}_y"]
+        _check_key_order(px, xn, key_names, ref_file)
+        _check_key_order(py, yn, key_names, ref_file)
         targets = yn[2:]
         if not targets:
             raise ValueError(f"{py}: no target column after the site and time columns")
         if target is None and len(targets) > 1:
-            raise ValueError(f"{py}: several target columns {targets}; choose one with target=")
+            raise AmbiguousTargetError(py, targets)
         tname = target if target is not None else targets[0]
         if tname not in targets:
             raise ValueError(f"{py}: target column {tname!r} not found; columns are {targets}")
@@ -732,4 +760,88 @@ def make_zero_inflated(
         feature_std=torch.as_tensor(std, dtype=torch.float32),
         name=f"zeroinflated{sites}",
         oracle_scores=torch.as_tensor(rate, dtype=torch.float32),
+    )
+
+
+SURVEY_TWIN_LAGS = 5
+
+
+def make_survey_twin(
+    sites: int = 400,
+    seed: int = 0,
+    steps: tuple[int, int, int] = (12, 4, 4),
+    zero_prob: float = 0.8,
+    median_rate: float = 0.3,
+    spread: float = 0.5,
+    persistence: float = 0.9,
+    drift: float = 1.2,
+    burn_in: int = 10,
+) -> TopKData:
+    """Synthetic twin of a zero-inflated aerial-survey panel in which a moving average is the strong
+    heuristic (ours; the positive control of the history-feature forecaster).
+
+    Each site has a log-rate that drifts slowly: ``log λ_st = log(median_rate) + spread·z_s +
+    u_st`` with ``z_s ~ N(0, 1)`` and ``u_st`` a stationary AR(1) of coefficient ``persistence``
+    and stationary std ``drift``. Each step ``y_st = 0`` with probability ``zero_prob`` (the birds
+    are elsewhere), else ``y_st ~ Poisson(λ_st / (1 − zero_prob))``, so ``E[y_st] = λ_st``.
+    Counts are mostly zeros (about 90 % with the defaults) and strongly persistent per site:
+    the last count is a noisy ranking (a zero says little), the all-history mean lags behind the
+    drift, and a moving average over several steps is the best of the simple heuristics.
+
+    Features (standardised with training statistics, which are stored): ``habitat`` (the
+    standardised site level ``z_s`` plus N(0, 1) noise) and the lag columns
+    ``prev_counts_05back .. prev_counts_01back``. ``burn_in`` unobserved steps precede train so
+    that the first lags exist; the time index starts at 0. Suggested K = S/10.
+    """
+    if sites < 2:
+        raise ValueError(f"sites must be >= 2; got {sites}")
+    if len(steps) != 3 or min(steps) < 1:
+        raise ValueError(f"steps must be three lengths >= 1 (train, valid, test); got {steps}")
+    if not 0.0 <= zero_prob < 1.0:
+        raise ValueError(f"zero_prob must be in [0, 1); got {zero_prob}")
+    if not 0.0 <= persistence < 1.0:
+        raise ValueError(f"persistence must be in [0, 1); got {persistence}")
+    if not (median_rate > 0 and spread >= 0 and drift >= 0 and burn_in >= SURVEY_TWIN_LAGS):
+        raise ValueError(
+            f"need median_rate > 0, spread >= 0, drift >= 0 and burn_in >= {SURVEY_TWIN_LAGS}; "
+            f"got {median_rate}, {spread}, {drift}, {burn_in}"
+        )
+    rng = np.random.default_rng(seed)
+    total = burn_in + sum(steps)
+    z = rng.standard_normal(sites)
+    u = np.empty((total, sites))
+    u[0] = drift * rng.standard_normal(sites)
+    innov = drift * math.sqrt(1.0 - persistence**2)
+    for t in range(1, total):
+        u[t] = persistence * u[t - 1] + innov * rng.standard_normal(sites)
+    rate = np.exp(math.log(median_rate) + spread * z + u)
+    counts = rng.poisson(rate / (1.0 - zero_prob))
+    y = (counts * (rng.random((total, sites)) >= zero_prob)).astype(np.int64)
+    habitat = (z - z.mean()) / max(float(z.std()), 1e-12) + rng.standard_normal(sites)
+    names = ["habitat", *(f"prev_counts_{k:02d}back" for k in range(SURVEY_TWIN_LAGS, 0, -1))]
+    rows = [
+        np.stack([habitat, *(y[t - k] for k in range(SURVEY_TWIN_LAGS, 0, -1))], 1)
+        for t in range(burn_in, total)
+    ]
+    X = np.stack(rows).astype(np.float64)
+    ys = y[burn_in:]
+    flat = X[: steps[0]].reshape(-1, len(names))
+    mean, std = flat.mean(0), flat.std(0, ddof=1)
+    std = np.where(std > 0, std, 1.0)
+    X = (X - mean) / std
+    splits = {}
+    t0 = 0
+    for name, n in zip(SPLITS, steps):
+        splits[name] = _panel_split(ys[t0 : t0 + n], X[t0 : t0 + n], t0)
+        t0 += n
+    return TopKData(
+        splits["train"],
+        splits["valid"],
+        splits["test"],
+        site_ids=[str(i) for i in range(sites)],
+        feature_names=names,
+        target_name="counts",
+        feature_mean=torch.as_tensor(mean, dtype=torch.float32),
+        feature_std=torch.as_tensor(std, dtype=torch.float32),
+        name=f"surveytwin{sites}",
     )

@@ -113,6 +113,20 @@ class NegBinMixedEffects(ForecastModel):
         self.rho_raw = normal()  # u, ρ = tanh(u)
         self.zeta = normal()  # q = sigmoid(ζ)
 
+    @torch.no_grad()
+    def init_at_mean(self, y: Tensor) -> NegBinMixedEffects:
+        """Start at the constant forecast: β = 0, b0 = b1 = 0, q = ½ and β0 such that every
+        site's mean is the average count of ``y`` (ours; the official initialisation draws β0, β
+        and ζ from N(0, 1), which with many features starts far from the data). Returns self."""
+        level = float(y.to(torch.float32).mean().clamp_min(1e-3))
+        self.beta.zero_()
+        self.b0.zero_()
+        self.b1.zero_()
+        self.zeta.zero_()  # q = 1/2: mean = g(η)
+        target = torch.tensor(level)
+        self.beta0.copy_(torch.log(target) if self.link == "exp" else inverse_softplus(target))
+        return self
+
     def config(self) -> dict[str, Any]:
         return {
             "num_sites": self.num_sites,

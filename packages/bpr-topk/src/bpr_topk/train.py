@@ -17,7 +17,7 @@ from .metrics import bpr, nanmean
 from .models import ForecastModel
 from .ranking import ratio_rating
 
-Selection = Literal["paper", "code", "last"]
+Selection = Literal["paper", "code", "tradeoff", "last"]
 Rule = Literal["ratio", "mean"]
 Monitor = Literal["bpr", "nll"]
 
@@ -31,8 +31,13 @@ class FitResult:
         best_epoch: epoch of that checkpoint (0 = initialisation).
         history: one dict per validation (epoch, train loss/NLL/BPR, valid NLL/BPR).
         stopped_epoch: the epoch at which early stopping ended training (None: full budget).
-        selection: the rule that chose the checkpoint (``paper``, ``code``, ``last``, or
-            ``early_stopping:bpr`` / ``early_stopping:nll``).
+        selection: the rule that chose the checkpoint (``paper``, ``code``, ``tradeoff``,
+            ``last``, or ``early_stopping:bpr`` / ``early_stopping:nll``).
+        budget: the epochs the run was allowed in the end (``epochs``, or more when
+            ``max_epochs`` extended it because the chosen checkpoint was the budget's last).
+        at_budget_end: the final budget ran out before convergence: the chosen checkpoint is
+            its last validation, or (early stopping) patience had not run out.
+        states: the ``state_dict`` of every validated checkpoint (in ``history`` order).
     """
 
     best_state: dict[str, Tensor]
@@ -40,6 +45,35 @@ class FitResult:
     history: list[dict[str, float]] = field(default_factory=list)
     stopped_epoch: int | None = None
     selection: str = "paper"
+    budget: int = 0
+    at_budget_end: bool = False
+    states: list[dict[str, Tensor]] = field(default_factory=list, repr=False)
+
+    def select(
+        self,
+        objective: str,
+        selection: Selection = "paper",
+        reference_bpr: float | None = None,
+        lam: float = 30.0,
+        nll_weight: float = 1.0,
+        reference_nll: float | None = None,
+        nll_tolerance: float = 0.01,
+    ) -> tuple[int, dict[str, Tensor]]:
+        """Another rule's checkpoint of the same run (:func:`select_checkpoint`): its epoch and
+        ``state_dict`` (needs ``states``, which :func:`fit` keeps)."""
+        if not self.states:
+            raise ValueError("this FitResult keeps no checkpoints (states is empty)")
+        i = select_checkpoint(
+            self.history,
+            objective,
+            selection,
+            reference_bpr,
+            lam,
+            nll_weight,
+            reference_nll,
+            nll_tolerance,
+        )
+        return int(self.history[i]["epoch"]), self.states[i]
 
 
 @torch.no_grad()
@@ -90,20 +124,27 @@ def select_checkpoint(
     reference_bpr: float | None = None,
     lam: float = 30.0,
     nll_weight: float = 1.0,
+    reference_nll: float | None = None,
+    nll_tolerance: float = 0.01,
 ) -> int:
     """Index into ``history`` of the checkpoint to keep (App. C.2).
 
     ``paper``: NLL objective → best valid NLL; BPR objective → best valid BPR; DAML → best valid
     NLL among checkpoints with valid BPR ≥ ``reference_bpr`` (the ML model's), else max BPR
-    (without a reference: best NLL among the max-BPR ties). ``code``: minimise
-    ``nll·nll_weight − bpr·lam`` (the official code's score; λ counts as 0 for the NLL
-    objective, which has no BPR term). ``last``: the final checkpoint.
+    (without a reference: best NLL among the max-BPR ties). A DAML run warm-started from the ML
+    model starts *at* the reference with the best NLL, so this rule returns epoch 0 unless a
+    later checkpoint has a better NLL too. ``code``: minimise ``nll·nll_weight − bpr·lam`` (the
+    official code's score; λ counts as 0 for the NLL objective, which has no BPR term).
+    ``tradeoff`` (ours): the best valid BPR among checkpoints whose valid NLL is at most
+    ``(1 + nll_tolerance)·reference_nll`` (the ML model's valid NLL; default the best valid NLL
+    of the run), ties to the lower NLL — a moved checkpoint is chosen when it gains BPR for at
+    most 1 % of NLL; for the NLL objective it is the best valid NLL. ``last``: the final checkpoint.
     """
     if not history:
         raise ValueError("history is empty")
     if selection == "last":
         return len(history) - 1
-    nll = [h["valid_nll"] for h in history]
+    nll = [h["valid_nll"] if not math.isnan(h["valid_nll"]) else math.inf for h in history]
     bp = [h["valid_bpr"] if not math.isnan(h["valid_bpr"]) else -1.0 for h in history]
     idx = range(len(history))
     if selection == "code":
@@ -111,8 +152,21 @@ def select_checkpoint(
         # NLL-only run has no BPR term (bpr_weight 0), so it keeps its best valid NLL
         weight = 0.0 if objective == "nll" else lam
         return min(idx, key=lambda i: nll[i] * nll_weight - bp[i] * weight)
+    if selection == "tradeoff":
+        if not nll_tolerance >= 0:
+            raise ValueError(f"nll_tolerance must be >= 0; got {nll_tolerance}")
+        if objective == "nll":
+            return min(idx, key=lambda i: nll[i])
+        ref = reference_nll if reference_nll is not None else min(nll)
+        bound = ref + nll_tolerance * abs(ref)
+        ok = [i for i in idx if nll[i] <= bound]
+        if not ok:
+            return min(idx, key=lambda i: nll[i])
+        return max(ok, key=lambda i: (bp[i], -nll[i]))
     if selection != "paper":
-        raise ValueError(f"selection must be 'paper', 'code' or 'last'; got {selection!r}")
+        raise ValueError(
+            f"selection must be 'paper', 'code', 'tradeoff' or 'last'; got {selection!r}"
+        )
     if objective == "nll":
         return min(idx, key=lambda i: nll[i])
     if objective in ("bpr", "spo+", "pg"):  # decision-only objectives: best valid BPR
@@ -139,6 +193,8 @@ def fit(
     early_stopping: Monitor | None = None,
     patience: int = 5,
     min_delta: float = 0.0,
+    max_epochs: int | None = None,
+    nll_tolerance: float = 0.01,
 ) -> FitResult:
     """Train ``model`` full batch with Adam on ``loss_fn`` and keep the selected checkpoint.
 
@@ -150,6 +206,13 @@ def fit(
     validations in a row have not improved the best valid BPR (higher) or valid NLL (lower) by
     more than ``min_delta``, and the checkpoint with the best monitored value is restored (this
     replaces ``selection``). ``epochs`` is then an upper bound.
+
+    ``max_epochs``: when the chosen checkpoint is the last validation of the budget, or early
+    stopping has not seen ``patience`` validations without improvement when the budget runs
+    out, the run has not converged: the budget doubles, up to ``max_epochs``,
+    and training continues from where it was (same optimiser state). ``nll_tolerance``: the
+    slack of ``selection="tradeoff"`` (reference: the run's best valid NLL). ``FitResult.budget`` is the
+    final budget and ``FitResult.at_budget_end`` says whether the choice still sits on its end.
     """
     if epochs < 0 or val_freq < 1:
         raise ValueError(f"epochs must be >= 0 and val_freq >= 1; got {epochs}, {val_freq}")
@@ -161,6 +224,8 @@ def fit(
         raise ValueError(f"patience must be an integer >= 1; got {patience!r}")
     if not min_delta >= 0:
         raise ValueError(f"min_delta must be >= 0; got {min_delta}")
+    if max_epochs is not None and max_epochs < epochs:
+        raise ValueError(f"max_epochs must be >= epochs={epochs}; got {max_epochs}")
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     history: list[dict[str, float]] = []
     states: list[dict[str, Tensor]] = []
@@ -182,41 +247,83 @@ def fit(
 
     validate(0)
     best_value, since, stopped = monitored(history[0], early_stopping), 0, None
-    bar = tqdm(range(1, epochs + 1), disable=not progress, desc=f"train[{loss_fn.objective}]")
-    for epoch in bar:
-        opt.zero_grad(set_to_none=True)
-        out = loss_fn(model, train.y, train.X, train.time)
-        out.loss.backward()
-        opt.step()
-        last = {
-            "loss": float(out.loss.detach()),
-            "train_nll": float(out.nll),
-            "train_bpr": nanmean(out.bpr),
-        }
-        if epoch % val_freq == 0 or epoch == epochs:
-            validate(epoch)
-            bar.set_postfix(valid_bpr=f"{history[-1]['valid_bpr']:.3f}")
-            if early_stopping is not None:
-                value = monitored(history[-1], early_stopping)
-                if value > best_value + min_delta:
-                    best_value, since = value, 0
-                else:
-                    since += 1
-                if since >= patience and epoch < epochs:
-                    stopped = epoch
-                    break
+    budget, epoch = epochs, 0
+    bar = tqdm(total=epochs, disable=not progress, desc=f"train[{loss_fn.objective}]")
+    while True:
+        while epoch < budget and stopped is None:
+            epoch += 1
+            opt.zero_grad(set_to_none=True)
+            out = loss_fn(model, train.y, train.X, train.time)
+            out.loss.backward()
+            opt.step()
+            bar.update(1)
+            last = {
+                "loss": float(out.loss.detach()),
+                "train_nll": float(out.nll),
+                "train_bpr": nanmean(out.bpr),
+            }
+            if epoch % val_freq == 0 or epoch == budget:
+                validate(epoch)
+                bar.set_postfix(valid_bpr=f"{history[-1]['valid_bpr']:.3f}")
+                if early_stopping is not None:
+                    value = monitored(history[-1], early_stopping)
+                    if value > best_value + min_delta:
+                        best_value, since = value, 0
+                    else:
+                        since += 1
+                    if since >= patience and epoch < budget:
+                        stopped = epoch
+        best, rule = _choose(
+            history, loss_fn, early_stopping, selection, reference_bpr, nll_tolerance
+        )
+        # not converged: the budget ran out while the chosen checkpoint was its last validation,
+        # or (early stopping) before `patience` validations without improvement
+        at_end = (
+            stopped is None
+            and budget > 0
+            and (best == len(history) - 1 or (early_stopping is not None and since < patience))
+        )
+        if not (at_end and max_epochs is not None and budget < max_epochs):
+            break
+        # the chosen checkpoint is the budget's last: not converged, so train on
+        budget = min(2 * budget, max_epochs)
+        bar.total = budget
+        bar.refresh()
     bar.close()
+    model.load_state_dict(states[best])
+    return FitResult(
+        states[best],
+        int(history[best]["epoch"]),
+        history,
+        stopped,
+        rule,
+        budget=budget,
+        at_budget_end=at_end,
+        states=states,
+    )
+
+
+def _choose(
+    history: list[dict[str, float]],
+    loss_fn: DAMLLoss,
+    early_stopping: Monitor | None,
+    selection: Selection,
+    reference_bpr: float | None,
+    nll_tolerance: float,
+) -> tuple[int, str]:
     if early_stopping is not None:
         scores = [monitored(h, early_stopping) for h in history]
-        best = scores.index(max(scores))
-        rule = f"early_stopping:{early_stopping}"
-    else:
-        best = select_checkpoint(
-            history, loss_fn.objective, selection, reference_bpr, loss_fn.lam, loss_fn.nll_weight
-        )
-        rule = selection
-    model.load_state_dict(states[best])
-    return FitResult(states[best], int(history[best]["epoch"]), history, stopped, rule)
+        return scores.index(max(scores)), f"early_stopping:{early_stopping}"
+    best = select_checkpoint(
+        history,
+        loss_fn.objective,
+        selection,
+        reference_bpr,
+        loss_fn.lam,
+        loss_fn.nll_weight,
+        nll_tolerance=nll_tolerance,
+    )
+    return best, selection
 
 
 def monitored(entry: dict[str, float], monitor: Monitor | None) -> float:

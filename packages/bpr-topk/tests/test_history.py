@@ -1,0 +1,186 @@
+"""Issue 33: the history forecaster, training to convergence, the DAML trade-off rule and the
+survey twin (the positive control)."""
+
+import math
+
+import pytest
+import torch
+from bpr_topk import (
+    DAMLLoss,
+    NegBinMixedEffects,
+    best_heuristic,
+    bpr,
+    fit,
+    heuristic_scores,
+    make_survey_twin,
+    with_site_history_features,
+)
+from bpr_topk.metrics import nanmean
+from bpr_topk.train import select_checkpoint
+from test_train import Rates, _split
+
+
+def test_survey_twin_is_zero_inflated_and_an_average_beats_the_last_count():
+    gaps = []
+    for seed in range(3):
+        d = make_survey_twin(400, seed=seed)
+        ys = torch.cat([d.train.y, d.valid.y, d.test.y])
+        assert 0.8 <= float((ys == 0).float().mean()) <= 0.95
+        best = best_heuristic(d, 40)
+        by = {r["method"]: r for r in best["all"]}
+        assert best["rule"] in ("avg", "mean")
+        gaps.append(by["avg over 5"]["test_bpr"] - by["last step"]["test_bpr"])
+    assert min(gaps) > 0.03
+    with pytest.raises(ValueError, match="persistence must be in"):
+        make_survey_twin(20, persistence=1.0)
+
+
+def test_history_features_are_log1p_heuristics_standardised_on_train_and_drop_raw_lags():
+    d = make_survey_twin(60, seed=1)
+    h = with_site_history_features(d, windows=(1, 5))
+    assert not any(n.startswith("prev_") for n in h.feature_names)
+    assert h.feature_names == [
+        "habitat",
+        "log1p_avg_counts_1steps",
+        "log1p_avg_counts_5steps",
+        "log1p_mean_counts_past",
+        "zeros_counts_10steps",
+    ]
+    j = h.feature_names.index("log1p_avg_counts_5steps")
+    for s in ("train", "test"):
+        raw = h.split(s).X[..., j] * h.feature_std[j] + h.feature_mean[j]
+        want = torch.log1p(heuristic_scores(d, s, "avg", 5))
+        assert torch.allclose(raw, want, atol=1e-5)
+    z = h.feature_names.index("zeros_counts_10steps")
+    frac = h.test.X[..., z] * h.feature_std[z] + h.feature_mean[z]
+    assert float(frac.min()) >= -1e-6 and float(frac.max()) <= 1 + 1e-6
+    assert torch.allclose(h.train.X.mean((0, 1)), torch.zeros(5), atol=1e-4)
+    with pytest.raises(ValueError, match="already has"):
+        with_site_history_features(h, windows=(1, 5))
+
+
+@pytest.mark.parametrize("window", [1, 5])
+def test_the_negbin_model_represents_a_moving_average_exactly(window):
+    """Weight sd on log1p_avg_W (exp link, q = 1/2): the mean is 1 + avg_W, so the mean ranking
+    and its BPR are the heuristic's to float precision."""
+    d = make_survey_twin(80, seed=2)
+    h = with_site_history_features(d)
+    j = h.feature_names.index(f"log1p_avg_counts_{window}steps")
+    m = NegBinMixedEffects(h.num_sites, h.num_features, link="exp").init_at_mean(h.train.y)
+    with torch.no_grad():
+        m.beta[j] = h.feature_std[j]
+        m.beta0.fill_(float(h.feature_mean[j]))
+    for s in ("valid", "test"):
+        sp = h.split(s)
+        mean = m.mean(sp.X, sp.time)
+        heur = heuristic_scores(d, s, "avg", window)
+        assert torch.allclose(mean, 1 + heur, rtol=1e-4)
+        assert nanmean(bpr(sp.y, mean, 8)) == pytest.approx(nanmean(bpr(sp.y, heur, 8)), abs=1e-6)
+
+
+def test_init_at_mean_starts_at_the_average_count():
+    y = torch.tensor([[0, 2, 4], [1, 0, 5]])
+    for link in ("exp", "softplus"):
+        m = NegBinMixedEffects(3, 2, link=link).init_at_mean(y)
+        mean = m.mean(torch.randn(2, 3, 2), torch.zeros(2, 3))
+        assert torch.allclose(mean, torch.full((2, 3), 2.0), atol=1e-5)
+
+
+def test_budget_doubles_while_the_best_epoch_is_the_last():
+    """Valid optimum at rate 10 approached slowly: with max_epochs the budget grows until the
+    best checkpoint is no longer the last validation (or the cap is hit)."""
+    train, valid = _split(10.0, 4), _split(10.0, 2)
+
+    def run(**kw):
+        torch.manual_seed(0)
+        model = Rates(6, math.log(0.5))
+        return fit(
+            model,
+            train,
+            valid,
+            DAMLLoss(2, objective="nll"),
+            lr=0.01,
+            val_freq=10,
+            progress=False,
+            **kw,
+        )
+
+    capped = run(epochs=20, max_epochs=80)
+    assert capped.budget == 80 and capped.best_epoch == 80 and capped.at_budget_end
+    assert len(capped.states) == len(capped.history) == 9
+    plain = run(epochs=20)
+    assert plain.budget == 20 and plain.best_epoch == 20 and plain.at_budget_end
+    free = run(epochs=20, max_epochs=5000)
+    assert not free.at_budget_end and free.best_epoch < free.budget
+    assert abs(float(free.best_state["log_rate"]) - math.log(10)) < 0.05
+    with pytest.raises(ValueError, match="max_epochs must be >= epochs"):
+        run(epochs=20, max_epochs=10)
+
+
+def test_tradeoff_rule_picks_a_moved_checkpoint_the_paper_rule_does_not():
+    """A warm-started DAML history: epoch 0 is the ML model (best NLL). The paper's rule keeps it;
+    the trade-off rule takes the best BPR within 1 % of the reference NLL; the code rule the
+    best nll − 30·bpr."""
+    h = [
+        {"epoch": 0, "valid_nll": 1.000, "valid_bpr": 0.40},
+        {"epoch": 10, "valid_nll": 1.005, "valid_bpr": 0.45},
+        {"epoch": 20, "valid_nll": 1.009, "valid_bpr": 0.47},
+        {"epoch": 30, "valid_nll": 1.300, "valid_bpr": 0.50},
+    ]
+    assert select_checkpoint(h, "daml", "paper", reference_bpr=0.40) == 0
+    assert select_checkpoint(h, "daml", "tradeoff", reference_nll=1.0) == 2
+    assert select_checkpoint(h, "daml", "tradeoff", reference_nll=1.0, nll_tolerance=0.4) == 3
+    assert select_checkpoint(h, "daml", "tradeoff", reference_nll=0.5) == 0  # none within: best NLL
+    assert select_checkpoint(h, "daml", "code", lam=30.0) == 3
+    assert select_checkpoint(h, "nll", "tradeoff") == 0
+    with pytest.raises(ValueError, match="nll_tolerance must be >= 0"):
+        select_checkpoint(h, "daml", "tradeoff", nll_tolerance=-1.0)
+
+
+def test_train_cli_history_forecaster_flags_reach_the_run(tmp_path):
+    import json
+
+    from bpr_topk.cli import main
+
+    argv = ["train", "--quiet", "--dataset", "zeroinflated", "--sites", "40", "--K", "4"]
+    argv += ["--objective", "nll", "--epochs", "10", "--max-epochs", "40", "--link", "exp"]
+    argv += ["--start", "mean", "--history-features", "--selection", "tradeoff"]
+    argv += ["--no-site-slopes"]
+    argv += ["--eval-trials", "1", "--eval-samples", "20", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    res = json.loads((tmp_path / "results.json").read_text())
+    ckpt = torch.load(tmp_path / "model.pt", weights_only=True)
+    assert "heuristic_data" not in (tmp_path / "results.json").read_text()
+    tc = res["train_config"]
+    assert tc["site_slopes"] is False
+    assert torch.count_nonzero(ckpt["state_dict"]["b1"]) == 0
+    assert tc["max_epochs"] == 40 and tc["init"] == "mean" and tc["selection"] == "tradeoff"
+    assert res["budget"] in (10, 20, 40) and isinstance(res["best_epoch_at_budget_end"], bool)
+    assert res["best_epoch_at_budget_end"] == (res["best_epoch"] == res["budget"])
+    assert "log1p_avg_counts_10steps" in ckpt["feature_names"]
+    assert not any(n.startswith("prev_") for n in ckpt["feature_names"])
+    cmp = res["heuristic_comparison"]
+    assert cmp["best_heuristic"]["valid_bpr"] == max(h["valid_bpr"] for h in cmp["heuristics"])
+    # the heuristics read the data as given (its lag columns), not the history features
+    from bpr_topk import make_zero_inflated
+
+    raw = best_heuristic(make_zero_inflated(40, seed=0), 4)
+    assert cmp["best_heuristic"]["valid_bpr"] == pytest.approx(raw["valid_bpr"])
+    assert cmp["best_heuristic"]["test_bpr"] == pytest.approx(raw["test_bpr"])
+
+
+def test_early_stopping_budget_extends_until_patience_runs_out():
+    """Valid NLL still improving (slowly) when the budget ends: with early stopping the budget
+    doubles until `patience` validations pass without improvement, or the cap."""
+    train, valid = (
+        _split(10.0, 4),
+        _split(3.0, 2),
+    )  # the valid optimum (rate 3) is passed on the way
+    torch.manual_seed(0)
+    res = fit(Rates(6, math.log(0.5)), train, valid, DAMLLoss(2, objective="nll"), epochs=20,
+              lr=0.05, val_freq=10, progress=False, early_stopping="nll", patience=3,
+              max_epochs=2000)  # fmt: skip
+    assert res.stopped_epoch is not None and not res.at_budget_end
+    assert res.budget > 20 and res.best_epoch < res.stopped_epoch
+    best = min(h["valid_nll"] for h in res.history)
+    assert next(h for h in res.history if h["epoch"] == res.best_epoch)["valid_nll"] == best
