@@ -484,6 +484,40 @@ def write_topk_folder(data: TopKData, path: str | Path) -> Path:
 # ------------------------------------------------------------------------------ generators
 
 
+def _standardized_panel(
+    X: np.ndarray,
+    ys: np.ndarray,
+    steps: tuple[int, int, int] | list[int],
+    names: list[str],
+    name: str,
+    oracle_scores: Tensor | None = None,
+) -> TopKData:
+    """A generated panel ``X`` [T, S, F] with counts ``ys`` [T, S], features standardised with the
+    train steps' mean and std (ddof 1; a constant feature keeps std 1), cut into train/valid/test
+    steps in order."""
+    flat = X[: steps[0]].reshape(-1, len(names))
+    mean, std = flat.mean(0), flat.std(0, ddof=1)
+    std = np.where(std > 0, std, 1.0)
+    X = (X - mean) / std
+    splits = {}
+    t0 = 0
+    for split, n in zip(SPLITS, steps):
+        splits[split] = _panel_split(ys[t0 : t0 + n], X[t0 : t0 + n], t0)
+        t0 += n
+    return TopKData(
+        splits["train"],
+        splits["valid"],
+        splits["test"],
+        site_ids=[str(i) for i in range(X.shape[1])],
+        feature_names=names,
+        target_name="counts",
+        feature_mean=torch.as_tensor(mean, dtype=torch.float32),
+        feature_std=torch.as_tensor(std, dtype=torch.float32),
+        name=name,
+        oracle_scores=oracle_scores,
+    )
+
+
 def _panel_split(y: np.ndarray, X: np.ndarray | None, t0: int, offset: float = 0.0) -> Split:
     T, S = y.shape
     Xt = torch.zeros(T, S, 0) if X is None else torch.as_tensor(X, dtype=torch.float32)
@@ -737,29 +771,9 @@ def make_zero_inflated(
             y[t - k] if t - k >= 0 else np.zeros(sites) for k in range(ZERO_INFLATED_LAGS, 0, -1)
         ]
         rows.append(np.stack([habitat, *lags, y[:t].mean(0)], 1))
-    X = np.stack(rows)
-    ys = y[burn_in:]
-    n_train = steps[0]
-    flat = X[:n_train].reshape(-1, len(names))
-    mean, std = flat.mean(0), flat.std(0, ddof=1)
-    std = np.where(std > 0, std, 1.0)
-    X = (X - mean) / std
-    splits = {}
-    t0 = 0
-    for name, n in zip(SPLITS, steps):
-        splits[name] = _panel_split(ys[t0 : t0 + n], X[t0 : t0 + n], t0)
-        t0 += n
-    return TopKData(
-        splits["train"],
-        splits["valid"],
-        splits["test"],
-        site_ids=[str(i) for i in range(sites)],
-        feature_names=names,
-        target_name="counts",
-        feature_mean=torch.as_tensor(mean, dtype=torch.float32),
-        feature_std=torch.as_tensor(std, dtype=torch.float32),
-        name=f"zeroinflated{sites}",
-        oracle_scores=torch.as_tensor(rate, dtype=torch.float32),
+    oracle = torch.as_tensor(rate, dtype=torch.float32)
+    return _standardized_panel(
+        np.stack(rows), y[burn_in:], steps, names, f"zeroinflated{sites}", oracle
     )
 
 
@@ -823,25 +837,6 @@ def make_survey_twin(
         np.stack([habitat, *(y[t - k] for k in range(SURVEY_TWIN_LAGS, 0, -1))], 1)
         for t in range(burn_in, total)
     ]
-    X = np.stack(rows).astype(np.float64)
-    ys = y[burn_in:]
-    flat = X[: steps[0]].reshape(-1, len(names))
-    mean, std = flat.mean(0), flat.std(0, ddof=1)
-    std = np.where(std > 0, std, 1.0)
-    X = (X - mean) / std
-    splits = {}
-    t0 = 0
-    for name, n in zip(SPLITS, steps):
-        splits[name] = _panel_split(ys[t0 : t0 + n], X[t0 : t0 + n], t0)
-        t0 += n
-    return TopKData(
-        splits["train"],
-        splits["valid"],
-        splits["test"],
-        site_ids=[str(i) for i in range(sites)],
-        feature_names=names,
-        target_name="counts",
-        feature_mean=torch.as_tensor(mean, dtype=torch.float32),
-        feature_std=torch.as_tensor(std, dtype=torch.float32),
-        name=f"surveytwin{sites}",
+    return _standardized_panel(
+        np.stack(rows).astype(np.float64), y[burn_in:], steps, names, f"surveytwin{sites}"
     )
