@@ -540,19 +540,7 @@ def make_curriculum_sbm(
     ei, edge_difficulty = coalesce(
         ei, torch.cat([difficulty, difficulty]), num_nodes=n, reduce="max"
     )
-    perm = torch.from_numpy(rng.permutation(n))
-    masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
-    for i, part in enumerate(torch.tensor_split(perm, 3)):
-        masks[i][part] = True
-    return Data(
-        x=torch.tensor(x, dtype=torch.float),
-        y=torch.from_numpy(y).long(),
-        edge_index=ei,
-        edge_difficulty=edge_difficulty,
-        train_mask=masks[0],
-        val_mask=masks[1],
-        test_mask=masks[2],
-    )
+    return _synthetic_data(x, y, ei, edge_difficulty, rng)
 
 
 def make_noisy_sbm(
@@ -611,6 +599,15 @@ def make_noisy_sbm(
     ei, edge_difficulty = coalesce(
         both_directions(und), torch.cat([difficulty, difficulty]), num_nodes=n, reduce="max"
     )
+    return _synthetic_data(x, y, ei, edge_difficulty, rng)
+
+
+def _synthetic_data(
+    x: np.ndarray, y: np.ndarray, ei: Tensor, edge_difficulty: Tensor, rng: np.random.Generator
+) -> Data:
+    """A generated graph as ``Data`` with its planted edge labels and random thirds of the nodes as
+    train / val / test masks."""
+    n = len(y)
     perm = torch.from_numpy(rng.permutation(n))
     masks = [torch.zeros(n, dtype=torch.bool) for _ in range(3)]
     for i, part in enumerate(torch.tensor_split(perm, 3)):
