@@ -12,12 +12,13 @@ packages' venvs share one copy of torch on disk instead of one copy each.
   every package (``tools/check_structure.py``);
 * ``tools`` (repository): the tooling's own tests;
 * ``tests`` (per package, one venv): the package's wheel, built once (``.nox/_wheels``, keyed by a hash of
-  what goes into it), installed as a pinned release with ``[test,cli]``; version, ``py.typed``,
-  ``--help`` and ``--version`` checked (the *build* stage); the unit tests not marked ``slow``; mypy
-  over the src tree (*typecheck*); the CLI contract (*conformance*, ``tools/conformance.py``, which
-  runs ``demo --quick``). Each stage's time is written to ``.nox/_timings`` for ``.ci/run``;
-* ``together`` (repository): every package's wheel (the same files) in one venv: pip's resolver,
-  ``pip check``, imports and each CLI;
+  what goes into it), installed as a pinned release with ``[test,cli]``; its installed version,
+  ``py.typed`` and vendored contract checked (the *build* stage); the unit tests not marked ``slow``;
+  mypy over the src tree (*typecheck*); the CLI contract (*conformance*, ``tools/conformance.py``:
+  ``--help``, ``--version`` and an unknown flag through the entry point, ``demo --quick``). Each stage's time is written to ``.nox/_timings`` for ``.ci/run``;
+* ``wheels`` (repository): every package's wheel built once (the cells below reuse them);
+* ``together`` (repository): every package's wheel (the same files) in one venv: the resolver (uv per
+  change, pip's nightly), ``pip check``, imports and each CLI;
 * ``docs`` and ``docs_check`` (repository): the Sphinx site (-W), then every page in headless Chromium.
 
 **Nightly and on main** (tag ``nightly``; ``nightly.yml``, or ``nox -t nightly`` here): ``slow`` (the tests
@@ -164,7 +165,7 @@ def _wheel(session: nox.Session, package: str) -> Path:
     ``.nox/_wheels/<package>/<fingerprint>/`` when there, else built there."""
     version = _project(package)["version"]
     if WHEEL_DIR:
-        given = sorted(Path(WHEEL_DIR).glob(f"{_import_name(package)}-{version}-*.whl"))
+        given = sorted(Path(WHEEL_DIR).rglob(f"{_import_name(package)}-{version}-*.whl"))
         if len(given) == 1:
             session.log(f"using the wheel handed over in ICML25_WHEEL_DIR: {given[0].name}")
             return given[0]
@@ -215,6 +216,23 @@ def _check_installed(session: nox.Session, package: str) -> None:
     )
     session.run(package, "--help", silent=True)
     session.run(package, "--version")
+
+
+def _check_metadata(session: nox.Session, package: str) -> None:
+    """The installed release's metadata carries the pyproject version, py.typed and the vendored
+    contract (read from the distribution's records: no import of the package, hence of torch)."""
+    version = _project(package)["version"]
+    name = _import_name(package)
+    session.run(
+        "python",
+        "-c",
+        "import importlib.metadata as m; "
+        f"files = {{str(f) for f in m.files({package!r}) or ()}}; "
+        f"assert m.version({package!r}) == {version!r}, m.version({package!r}); "
+        f"assert '{name}/py.typed' in files, 'py.typed missing from the wheel'; "
+        f"assert '{name}/_contract.py' in files, '_contract.py missing from the wheel'; "
+        f"print({package!r}, m.version({package!r}), 'py.typed and _contract.py installed')",
+    )
 
 
 def _junit(name: str) -> list[str]:
@@ -305,11 +323,12 @@ def tools(session: nox.Session) -> None:
 @parametrize_package
 def tests(session: nox.Session, package: str) -> None:
     """One package's per-change gate, in one venv: its wheel (built once) installed as a pinned release
-    with [test,cli]; version, py.typed, --help, --version; the tests not marked slow; mypy; the CLI
-    contract. Arguments after ``--`` go to pytest."""
+    with [test,cli]; version, py.typed and contract in the installed files; the tests not marked slow;
+    mypy; the CLI contract (which runs --help and --version through the entry point). Arguments after
+    ``--`` go to pytest."""
     with _stage(session, package, "build"):
         _install_release(session, package, "test", "cli")
-        _check_installed(session, package)
+        _check_metadata(session, package)  # --help and --version: conformance's entry-point checks
     with _stage(session, package, "tests"):
         _pytest(session, package, UNIT, package, *session.posargs)
     with _stage(session, package, "typecheck"):
@@ -319,14 +338,26 @@ def tests(session: nox.Session, package: str) -> None:
 
 
 @nox.session(tags=["change"])
+def wheels(session: nox.Session) -> None:
+    """Build every package's wheel once, into ``.nox/_wheels`` (the ``tests`` cells, ``together`` and
+    ``docs`` then reuse them; a wheel is rebuilt only when what goes into it changed)."""
+    for package in PACKAGES:
+        _wheel(session, package)
+
+
+@nox.session(tags=["change", "nightly"])
 def together(session: nox.Session) -> None:
     """Every package's wheel (the ones ``tests`` built) in one venv, as a project that pins several
-    methods would install them: pip's resolver must find no conflict, ``pip check`` must pass, each
-    package imports and each CLI runs."""
+    methods would install them: the resolver must find no conflict, ``pip check`` must pass, each
+    package imports and each CLI runs. uv resolves per change (fast, and it fails on any conflict);
+    ``nox -s together -- pip`` (the nightly tier) resolves with pip's own resolver."""
     wheels = [str(_wheel(session, p)) for p in PACKAGES]
     _install_torch(session)
     session.install("pip>=23")
-    session.run("python", "-m", "pip", "install", "-q", *wheels)
+    if "pip" in session.posargs or not _uv(session):
+        session.run("python", "-m", "pip", "install", "-q", *wheels)
+    else:
+        session.run("uv", "pip", "install", "-q", *wheels)
     session.run("python", "-m", "pip", "check")
     for package in PACKAGES:
         name = _import_name(package)

@@ -66,8 +66,11 @@ def workflow_calls(path: Path) -> set[str]:
 
 
 def ci_run_steps() -> set[str]:
-    """Sessions .ci/run runs: its ``step NAME -s NAME`` lines and the ``cell`` function's nox call."""
-    return set(re.findall(r"^step \w+ -s (\w+)", CI_RUN, flags=re.M)) | nox_calls(CI_RUN)
+    """Sessions .ci/run runs: its ``step NAME -s NAME`` lines, the ``job`` function's tests cell and the
+    repository sessions it puts in the same pool (``repo_jobs``)."""
+    pool = re.search(r'^repo_jobs="([\w ]+)"$', CI_RUN, flags=re.M)
+    steps = set(re.findall(r"^step \w+ -s (\w+)", CI_RUN, flags=re.M)) | nox_calls(CI_RUN)
+    return steps | set(pool.group(1).split() if pool else ())
 
 
 def test_ci_run_calls_the_readme_test_command() -> None:
@@ -76,7 +79,7 @@ def test_ci_run_calls_the_readme_test_command() -> None:
     # tools/changed_packages.py selects, which is every package unless CI_BASE narrows it.
     assert "nox -s \"tests(package='$1')\"" in CI_RUN
     assert re.search(r"^packages=\$\(python3 tools/changed_packages.py", CI_RUN, flags=re.M)
-    assert "xargs -P" in CI_RUN and "bash -c 'cell" in CI_RUN
+    assert "xargs -P" in CI_RUN and "bash -c 'job" in CI_RUN
 
 
 def test_ci_run_is_the_per_change_tier(sessions: dict[str, list[str]]) -> None:
@@ -191,8 +194,8 @@ def test_nox_calls_reads_package_cells_and_continuations() -> None:
 def test_the_wheel_is_built_once_per_run(workflow: str) -> None:
     """One job builds every wheel; each job that installs a package takes them (ICML25_WHEEL_DIR)."""
     doc = yaml.safe_load((WORKFLOWS / workflow).read_text(encoding="utf-8"))
-    assert any("uv build --wheel" in r for r in runs(WORKFLOWS / workflow))
-    installs = {"tests", "slow", "reference", "demo", "together", "docs"}
+    assert "wheels" in workflow_calls(WORKFLOWS / workflow)
+    installs = {"tests", "slow", "reference", "demo", "together", "docs"}  # each takes a wheel
     for name, job in doc["jobs"].items():
         called = set().union(*(nox_calls(s.get("run", "")) for s in job.get("steps", [])))
         if called & installs:
