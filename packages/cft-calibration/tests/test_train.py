@@ -49,7 +49,8 @@ def test_dpo_margin_increases_after_one_small_step(small_task):
 
 
 def _trained_base(task, seed=0):
-    torch.manual_seed(seed)  # the scorer's initialisation (it drew from whatever earlier tests left)
+    # Seed the scorer's initialisation (it drew from whatever state earlier tests left).
+    torch.manual_seed(seed)
     scorer = C.FeatureScorer(16, hidden=32, dropout=0.0)
     C.train(scorer, task["base"], C.TrainConfig(epochs=8, lr=3e-3, batch_size=32, seed=seed))
     return scorer
