@@ -448,19 +448,14 @@ def make_csbm_ood(
         return split.apply(data)
     train_env = env < 5
     train_idx = rng.permutation(np.flatnonzero(train_env))
-    n_id = math.floor(id_ratio * n)
-    cut = len(train_idx) - 2 * n_id
-
-    def mask(idx: np.ndarray) -> Tensor:
-        m = torch.zeros(n, dtype=torch.bool)
-        m[torch.as_tensor(idx, dtype=torch.long)] = True
-        return m
-
-    data.train_mask = mask(train_idx[:cut])
-    data.id_val_mask = mask(train_idx[cut : cut + n_id])
-    data.id_test_mask = mask(train_idx[cut + n_id :])
-    data.ood_val_mask = mask(np.flatnonzero(env == 5))
-    data.ood_test_mask = mask(np.flatnonzero(env == 6))
+    _set_split_masks(
+        data,
+        n,
+        train_idx,
+        math.floor(id_ratio * n),
+        np.flatnonzero(env == 5),
+        np.flatnonzero(env == 6),
+    )
     data.env_id = torch.tensor(np.where(train_env, env, -1))
     data.domain_id = torch.tensor(env)
     return data
@@ -541,19 +536,14 @@ def make_csbm_shift(
     data.colour = torch.tensor(colour)
     data.name = "csbm-shift-" + ("clustered" if clustered else "scattered")
     pool_perm = rng.permutation(pool)
-    n_id = math.floor(id_ratio * n)
-    cut = len(pool_perm) - 2 * n_id
-
-    def mask(idx: np.ndarray) -> Tensor:
-        m = torch.zeros(n, dtype=torch.bool)
-        m[torch.as_tensor(idx, dtype=torch.long)] = True
-        return m
-
-    data.train_mask = mask(pool_perm[:cut])
-    data.id_val_mask = mask(pool_perm[cut : cut + n_id])
-    data.id_test_mask = mask(pool_perm[cut + n_id :])
-    data.ood_val_mask = mask(np.flatnonzero(region == 2))
-    data.ood_test_mask = mask(np.flatnonzero(region == 3))
+    _set_split_masks(
+        data,
+        n,
+        pool_perm,
+        math.floor(id_ratio * n),
+        np.flatnonzero(region == 2),
+        np.flatnonzero(region == 3),
+    )
     env = np.full(n, -1, dtype=np.int64)
     env[pool] = region[pool]
     data.env_id = torch.tensor(env)
@@ -604,3 +594,22 @@ def _sbm_edges(
     ei = torch.tensor(np.stack([np.concatenate([s, d]), np.concatenate([d, s])]), dtype=torch.long)
     key = torch.unique(ei[0] * n + ei[1])
     return torch.stack([key // n, key % n])
+
+
+def _set_split_masks(
+    data: Any, n: int, pool: np.ndarray, n_id: int, ood_val: np.ndarray, ood_test: np.ndarray
+) -> None:
+    """The five node masks of a generated graph: the permuted training ``pool`` gives train, then
+    ``n_id`` ID-val and ``n_id`` ID-test nodes (its last ``2 n_id``); the OOD masks as given."""
+    cut = len(pool) - 2 * n_id
+
+    def mask(idx: np.ndarray) -> Tensor:
+        m = torch.zeros(n, dtype=torch.bool)
+        m[torch.as_tensor(idx, dtype=torch.long)] = True
+        return m
+
+    data.train_mask = mask(pool[:cut])
+    data.id_val_mask = mask(pool[cut : cut + n_id])
+    data.id_test_mask = mask(pool[cut + n_id :])
+    data.ood_val_mask = mask(ood_val)
+    data.ood_test_mask = mask(ood_test)
