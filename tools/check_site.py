@@ -8,12 +8,14 @@ The site is served on localhost; for every HTML page (Sphinx's search/genindex i
 
 * an image that does not load (``naturalWidth == 0``);
 * an internal link to a page that does not exist, or to an ``#anchor`` that is not on that page;
-* a page wider than the window (something that does not wrap or scroll in its own box);
+* horizontal overflow: a page wider than the window, a code block that scrolls sideways (code blocks
+  wrap), or an element that reaches past the right edge of the article column into the table of
+  contents (wide tables scroll inside their own box and are allowed to);
 * a JavaScript error on the page.
 
 External links are listed, not fetched (this machine is offline). A screenshot of each page's first
 screen (1366x900) goes to ``--screenshots``; the summary counts pages, images, links and code blocks
-that scroll sideways. Exits 1 on any failure.
+checked. Exits 1 on any failure.
 """
 
 from __future__ import annotations
@@ -45,8 +47,27 @@ INSPECT = """() => ({
   links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
   ids: Array.from(document.querySelectorAll('[id]')).map(e => e.id),
   pageWidth: document.documentElement.scrollWidth,
-  wideCode: Array.from(document.querySelectorAll('pre')).filter(p => p.scrollWidth > p.clientWidth + 1).length,
+  wideCode: Array.from(document.querySelectorAll('pre'))
+    .filter(p => p.scrollWidth > p.clientWidth + 1)
+    .map(p => p.textContent.split('\\n').reduce((a, b) => (b.length > a.length ? b : a), '').slice(0, 60)),
   code: document.querySelectorAll('pre').length,
+  spill: (() => {
+    const article = document.querySelector('article');
+    if (!article) return [];
+    // the column is furo's .content box (the article plus its padding, where heading anchors sit)
+    const column = article.closest('.content') || article;
+    const edge = column.getBoundingClientRect().right + 1;
+    const out = [];
+    for (const e of article.querySelectorAll('*')) {
+      if (e.closest('.table-wrapper, pre, mjx-container, .MathJax')) continue;
+      const box = e.getBoundingClientRect();
+      if (box.width > 0 && box.right > edge) {
+        out.push(`<${e.tagName.toLowerCase()}> ${Math.round(box.right - edge)} px past the column: `
+          + (e.textContent || '').trim().slice(0, 60));
+      }
+    }
+    return out.slice(0, 5);
+  })(),
 })"""
 
 
@@ -117,7 +138,12 @@ def main(argv: list[str] | None = None) -> int:
             info = page.evaluate(INSPECT)
             stats["pages"] += 1
             stats["code"] += info["code"]
-            stats["wide_code"] += info["wideCode"]
+            stats["wide_code"] += len(info["wideCode"])
+            problems += [
+                f"{name}: code block scrolls sideways (its longest line: {line!r})"
+                for line in info["wideCode"]
+            ]
+            problems += [f"{name}: overflow: {spill}" for spill in info["spill"]]
             ids_of[name] = set(info["ids"])
             for src, ok in info["images"]:
                 stats["images"] += 1

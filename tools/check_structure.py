@@ -6,6 +6,7 @@ Exits 1 and lists every problem found; prints one ``ok`` line per clean package.
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 
@@ -128,10 +129,37 @@ def check_package(pkg: Path) -> list[str]:
             f"{pyproject}: tests are marked reference but there is no [reference] extra with the "
             "libraries they compare against (nox -s reference installs it)"
         )
+    problems += check_entry_points(pyproject, data, init)
     if "def build_cli(" not in (src / "cli.py").read_text(encoding="utf-8"):
         problems.append(f"{src / 'cli.py'}: must define build_cli() on the vendored _contract.CLI")
     problems += check_citations(pkg)
     return problems
+
+
+def public_names(init: str) -> list[str]:
+    """The names in ``__all__`` of an ``__init__.py`` (read statically: nothing is imported)."""
+    for node in ast.parse(init).body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            return [e.value for e in getattr(node.value, "elts", []) if isinstance(e, ast.Constant)]
+    return []
+
+
+def check_entry_points(path: Path, data: dict, init: str) -> list[str]:
+    """``[tool.icml25] api-entry-points``: the names a user starts from (the config, the run call, the
+    optimizer or model classes), listed first on the package's API page; each must be in ``__all__``."""
+    names = data.get("tool", {}).get("icml25", {}).get("api-entry-points")
+    if not names or not isinstance(names, list):
+        return [
+            f"{path}: no [tool.icml25] api-entry-points (the config, run call and main classes "
+            "that the API page lists first)"
+        ]
+    public = set(public_names(init))
+    return [
+        f"{path}: api-entry-points names {n!r}, which is not in __all__"
+        for n in names
+        if n not in public
+    ]
 
 
 SPEC_CITATION = re.compile(r"\bspec(?:'s)?\s*(?:§|section\s*\d)", re.I)

@@ -2,7 +2,8 @@
 
 For each ``packages/<dist>/README.md``: ``docs/packages/<dist>.md`` (front matter dropped; relative images
 copied next to the page, other relative links pointed at the repository) and ``docs/api/<dist>.rst``
-(autodoc of the package's public API, i.e. its ``__all__``). Result plots in ``benchmarks/results/*.png``
+(autodoc of the package's public API, i.e. its ``__all__``: first the entry points named in
+``[tool.icml25] api-entry-points``, then everything else). Result plots in ``benchmarks/results/*.png``
 that the README does not show are appended under "Result plots". Both folders are rebuilt from scratch.
 """
 
@@ -12,6 +13,11 @@ import re
 import shutil
 import sys
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -65,13 +71,45 @@ def result_plots(readme: str, pkg: Path) -> str:
     return "\n".join(lines)
 
 
-def api_page(dist: str) -> str:
+def entry_points(pkg: Path) -> list[str]:
+    """``[tool.icml25] api-entry-points`` of the package (tools/check_structure.py requires it)."""
+    data = tomllib.loads((pkg / "pyproject.toml").read_text(encoding="utf-8"))
+    return list(data.get("tool", {}).get("icml25", {}).get("api-entry-points", []))
+
+
+def _directive(name: str) -> str:
+    """``CamelCase`` is a class, ``ALL_CAPS`` a constant, anything else a function."""
+    if name.isupper():
+        return "autodata"
+    return "autoclass" if name[:1].isupper() else "autofunction"
+
+
+def api_page(dist: str, entries: list[str]) -> str:
+    """The entry points first (in the order given), then everything else the package exports."""
     name = dist.replace("-", "_")
     title = f"{dist} API"
-    return (
-        f"{title}\n{'=' * len(title)}\n\n"
-        f".. automodule:: {name}\n   :members:\n   :imported-members:\n   :show-inheritance:\n"
-    )
+    lines = [title, "=" * len(title), "", f".. currentmodule:: {name}", ""]
+    if entries:
+        lines += ["Entry points", "------------", ""]
+        lines += [
+            "Where to start: the configuration, the call that runs the method, its main classes.",
+            "",
+        ]
+        for entry in entries:
+            lines.append(f".. {_directive(entry)}:: {entry}")
+            if _directive(entry) == "autoclass":
+                lines += ["   :members:", "   :show-inheritance:"]
+            lines.append("")
+        lines += ["Everything else", "---------------", ""]
+    lines += [
+        f".. automodule:: {name}",
+        "   :members:",
+        "   :imported-members:",
+        "   :show-inheritance:",
+    ]
+    if entries:
+        lines.append(f"   :exclude-members: {', '.join(entries)}")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
@@ -84,7 +122,8 @@ def main() -> int:
         assets = DOCS / "packages" / f"{pkg.name}_assets"
         page = rewrite_links(readme + result_plots(readme, pkg), pkg, assets)
         (DOCS / "packages" / f"{pkg.name}.md").write_text(page, encoding="utf-8")
-        (DOCS / "api" / f"{pkg.name}.rst").write_text(api_page(pkg.name), encoding="utf-8")
+        api = api_page(pkg.name, entry_points(pkg))
+        (DOCS / "api" / f"{pkg.name}.rst").write_text(api, encoding="utf-8")
         print(f"docs: {pkg.name}")
     return 0
 

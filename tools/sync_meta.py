@@ -84,20 +84,44 @@ def front_matter(dist: str) -> dict[str, str]:
     return {m.group(1): m.group(2).strip().strip('"') for m in pairs if m}
 
 
+def paper_link(dist: str, paper: str) -> str:
+    """``paper`` linked to its arXiv abstract, or to its OpenReview forum when it has no arXiv id."""
+    meta = front_matter(dist)
+    arxiv = meta.get("arxiv", "")
+    if re.fullmatch(r"[\d.v]+", arxiv):
+        return f"[{paper}](https://arxiv.org/abs/{arxiv})"
+    forum = re.search(r"OpenReview\s+([A-Za-z0-9_-]{8,})", " ".join(meta.values()))
+    return f"[{paper}](https://openreview.net/forum?id={forum.group(1)})" if forum else paper
+
+
+def what_it_does(dist: str) -> str:
+    """One line from the package's ``description`` without the method's name and citation:
+    "X (ICML 2025): does Y" and "X: does Y" become "Does Y"."""
+    pyproject = ROOT / "packages" / dist / "pyproject.toml"
+    text = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["description"]
+    text = re.sub(r"^[^:(]*\(ICML 2025\):\s*", "", text)
+    text = re.sub(r"\s*\([^()]*ICML 2025\)", "", text)
+    # "PARQ: piecewise-affine ..." -> "piecewise-affine ..."
+    text = re.sub(r"^[\w-]{1,12}:\s+", "", text)
+    return text[:1].upper() + text[1:]
+
+
 def docs_table(found: dict[str, str]) -> str:
-    """The docs index's table: each package's page, paper (arXiv link), version/status and CLI."""
-    rows = ["| package | paper | version | CLI |", "|---|---|---|---|"]
+    """The docs index's table (each package's page, paper link, what it does, version, CLI) and the
+    sidebar's two toctrees, in the same (FAMILY) order."""
+    rows = ["| package | paper | what it does | version | CLI |", "|---|---|---|---|---|"]
     for dist, paper in FAMILY:
         if dist not in found:
-            rows.append(f"| `{dist}` | {paper} | planned | — |")
+            rows.append(f"| `{dist}` | {paper} | | planned | — |")
             continue
-        arxiv = front_matter(dist).get("arxiv", "")
-        title = (
-            f"[{paper}](https://arxiv.org/abs/{arxiv})"
-            if re.fullmatch(r"[\d.v]+", arxiv)
-            else paper
+        rows.append(
+            f"| [{dist}](packages/{dist}.md) | {paper_link(dist, paper)} | {what_it_does(dist)} "
+            f"| {found[dist]} | `{dist} --help` |"
         )
-        rows.append(f"| [{dist}](packages/{dist}.md) | {title} | {found[dist]} | `{dist} --help` |")
+    present = [dist for dist, _ in FAMILY if dist in found]
+    for caption, folder in (("Packages", "packages"), ("API", "api")):
+        rows += ["", "```{toctree}", f":caption: {caption}", ":maxdepth: 1", ":hidden:", ""]
+        rows += [f"{folder}/{dist}" for dist in present] + ["```"]
     return "\n".join(rows)
 
 

@@ -54,6 +54,17 @@ def test_clean_site_passes_and_saves_screenshots(tmp_path: Path, capsys) -> None
         ('<a href="nowhere.html">x</a>', "broken link to nowhere.html"),
         ('<a href="other.html#gone">x</a>', "no such anchor"),
         ('<div style="width: 3000px">wide</div>', "px wide"),
+        (
+            '<article><pre style="width: 200px; white-space: pre; overflow-x: auto">'
+            + "x " * 200
+            + "</pre></article>",
+            "code block scrolls sideways",
+        ),
+        (
+            '<div class="content" style="width: 400px"><article>'
+            '<p style="width: 700px">spills into the table of contents</p></article></div>',
+            "px past the column",
+        ),
     ],
 )
 def test_each_problem_fails(tmp_path: Path, capsys, page: str, message: str) -> None:

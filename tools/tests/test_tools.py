@@ -63,6 +63,8 @@ test = ["pytest"]
 cli = []
 [project.scripts]
 good-pkg = "good_pkg.cli:main"
+[tool.icml25]
+api-entry-points = ["Config", "run"]
 """
 
 
@@ -161,7 +163,9 @@ def make_package(root: Path) -> Path:
     (pkg / "pyproject.toml").write_text(PYPROJECT)
     (pkg / "README.md").write_text(README)
     (pkg / "CHANGELOG.md").write_text("# Changelog\n\n## 0.2.0 (2026-12-02)\n\n- x\n\n## 0.1.0\n")
-    (src / "__init__.py").write_text('__all__ = []\n__version__ = version("good-pkg")\n')
+    (src / "__init__.py").write_text(
+        '__all__ = ["Config", "run", "helper"]\n__version__ = version("good-pkg")\n'
+    )
     (src / "py.typed").write_text("")
     (src / "cli.py").write_text("def build_cli(): ...\n\n\ndef main(): return 0\n")
     (pkg / "tests" / "test_x.py").write_text("def test(): pass\n")
@@ -224,6 +228,14 @@ def test_check_structure_accepts_a_complete_package(tmp_path: Path) -> None:
             "no [reference] extra",
         ),
         (
+            lambda p: (p / "pyproject.toml").write_text(PYPROJECT.split("[tool.icml25]")[0]),
+            "no [tool.icml25] api-entry-points",
+        ),
+        (
+            lambda p: (p / "pyproject.toml").write_text(PYPROJECT.replace('"run"]', '"fit"]')),
+            "'fit', which is not in __all__",
+        ),
+        (
             lambda p: (p / "src/good_pkg/core.py").write_text('"""Eq. 3 (spec §4.2)."""\n'),
             "cites the spec",
         ),
@@ -277,6 +289,55 @@ def test_gen_docs_appends_result_plots_the_readme_does_not_show(tmp_path: Path) 
     assert "![hidden curve](benchmarks/results/hidden_curve.png)" in extra
     assert "shown.png" not in extra
     assert gen_docs.result_plots(readme + extra, pkg) == ""
+
+
+def test_gen_docs_api_page_lists_the_entry_points_first(tmp_path: Path) -> None:
+    page = gen_docs.api_page("good-pkg", ["Config", "run", "METHODS"])
+    lines = page.splitlines()
+    assert lines[:2] == ["good-pkg API", "============"]
+    start = lines.index("Entry points")
+    rest = lines.index("Everything else")
+    assert (
+        start < lines.index(".. autoclass:: Config") < lines.index(".. autofunction:: run") < rest
+    )
+    assert lines.index(".. autodata:: METHODS") < rest < lines.index(".. automodule:: good_pkg")
+    assert "   :exclude-members: Config, run, METHODS" in lines
+    bare = gen_docs.api_page("good-pkg", [])
+    assert "Entry points" not in bare and ":exclude-members:" not in bare
+    assert gen_docs.entry_points(make_package(tmp_path)) == ["Config", "run"]
+
+
+def test_docs_index_links_every_paper_and_orders_the_sidebar_like_the_table() -> None:
+    found = sync_meta.versions()
+    table = sync_meta.docs_table(found)
+    rows = [r for r in table.splitlines() if r.startswith("| [")]
+    order = [r.split("](")[0][3:] for r in rows]
+    assert order == [d for d, _ in sync_meta.FAMILY if d in found]
+    for row in rows:
+        paper, what = row.split(" | ")[1:3]
+        assert paper.startswith("[") and ("arxiv.org/abs/" in paper or "openreview.net" in paper), (
+            row
+        )
+        assert what and "ICML 2025" not in what, row
+    toc = [line for line in table.splitlines() if line.startswith("packages/")]
+    assert toc == [f"packages/{d}" for d in order]
+    assert [line for line in table.splitlines() if line.startswith("api/")] == [
+        f"api/{d}" for d in order
+    ]
+
+
+def test_what_it_does_drops_the_name_and_citation(monkeypatch, tmp_path: Path) -> None:
+    (tmp_path / "packages" / "x").mkdir(parents=True)
+    monkeypatch.setattr(sync_meta, "ROOT", tmp_path)
+    for description, expected in [
+        ("Sassha (ICML 2025): sharpness-aware optimizer", "Sharpness-aware optimizer"),
+        ("PARQ: piecewise-affine QAT", "Piecewise-affine QAT"),
+        ("Top-K selection (Heuton et al., ICML 2025)", "Top-K selection"),
+    ]:
+        (tmp_path / "packages" / "x" / "pyproject.toml").write_text(
+            f'[project]\ndescription = "{description}"\n'
+        )
+        assert sync_meta.what_it_does("x") == expected
 
 
 def release_tree(root: Path, version: str = "0.2.0", heading: str = "0.2.0") -> Path:
