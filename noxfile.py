@@ -370,8 +370,9 @@ def docs(session: nox.Session) -> None:
     """Build the Sphinx + MyST site (one page per package from its README, plus API pages), -W."""
     _install_torch(session)
     session.install(
-        "sphinx>=7", "myst-parser>=2", "furo>=2024.1", "numpy", "tqdm", "pyyaml", "transformers"
-    )
+        "sphinx>=7", "myst-parser>=2", "furo>=2024.1", "numpy", "tqdm", "pyyaml", "transformers",
+        "sphinx-mathjax-offline>=0.0.2",  # MathJax inside the site: equations render offline too
+    )  # fmt: skip
     # The packages themselves without their heavy dependencies: conf.py mocks those for autodoc.
     session.install("--no-deps", *[str(_wheel(session, p)) for p in PACKAGES])
     session.run("python", str(ROOT / "tools" / "gen_docs.py"))

@@ -9,6 +9,9 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    # MathJax 3 copied into _static (no CDN): the equations render where the site is read offline, and
+    # tools/check_site.py can check that every formula was typeset.
+    "sphinx-mathjax-offline",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build"]

@@ -11,6 +11,7 @@ The site is served on localhost; for every HTML page (Sphinx's search/genindex i
 * horizontal overflow: a page wider than the window, a code block that scrolls sideways (code blocks
   wrap), or an element that reaches past the right edge of the article column into the table of
   contents (wide tables scroll inside their own box and are allowed to);
+* a formula that is not typeset (MathJax missing, or a TeX error in it);
 * a JavaScript error on the page.
 
 External links are listed, not fetched (this machine is offline). A screenshot of each page's first
@@ -69,6 +70,21 @@ INSPECT = """() => ({
     return out.slice(0, 5);
   })(),
 })"""
+
+
+# Waits for MathJax's first typesetting pass (the site ships MathJax, sphinx-mathjax-offline), then lists
+# every formula that did not become math: MathJax absent, or a TeX error (an <mjx-merror>).
+MATH = """async () => {
+  const formulas = Array.from(document.querySelectorAll('span.math, div.math'));
+  if (!formulas.length) return [];
+  if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) {
+    return ['MathJax did not load: ' + formulas.length + ' formulas shown as TeX source'];
+  }
+  await MathJax.startup.promise;
+  return formulas
+    .filter(f => !f.querySelector('mjx-container') || f.querySelector('mjx-merror'))
+    .map(f => 'formula not typeset: ' + f.textContent.trim().slice(0, 80));
+}"""
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -135,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in pages(args.site):
             errors.clear()
             page.goto(base + name, wait_until="load")
+            problems += [f"{name}: {p}" for p in page.evaluate(MATH)]
             info = page.evaluate(INSPECT)
             stats["pages"] += 1
             stats["code"] += info["code"]

@@ -47,6 +47,12 @@ def test_clean_site_passes_and_saves_screenshots(tmp_path: Path, capsys) -> None
     assert (tmp_path / "shots" / "index.png").is_file()
 
 
+def test_untypeset_math_fails(tmp_path: Path, capsys) -> None:
+    """A page with formulas but no MathJax (the CDN unreachable, say) shows TeX source: that fails."""
+    rc, out = run(site(tmp_path / "tex", r'<span class="math">\(x^2\)</span>'), tmp_path, capsys)
+    assert rc == 1 and "MathJax did not load: 1 formulas" in out, out
+
+
 @pytest.mark.parametrize(
     ("page", "message"),
     [
