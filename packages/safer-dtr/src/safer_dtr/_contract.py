@@ -339,6 +339,237 @@ def device(types: Sequence[str] = ("cpu", "cuda", "mps")) -> Check:
     return Check(parse, accepts, "device", ["not-a-device"], "device")
 
 
+# ------------------------------------------------------------------------------------------- configs
+#
+# A package's job is a library call on a config dataclass (``run(cfg) -> Result``); the CLI's flags are
+# generated from that dataclass. Each field says its default, its one-line doc and what it accepts:
+#
+#     @dataclass
+#     class TrainConfig:
+#         epochs: int = param(5, "training epochs", low=1, high=100_000)
+#         lr: float = param(0.15, "peak learning rate", low=0, low_open=True, high=10)
+#         hidden: tuple[int, ...] = param((128, 128), "hidden widths of the MLP", low=1)
+#         max_train: int | None = param(None, "stratified training subsample", low=1, none="all")
+#         bias_correction: str = param("refresh", "bias correction of D", choices=BIAS)
+#
+#         def __post_init__(self) -> None:
+#             check_config(self)      # ValueError naming the field, the value and what it accepts
+#
+#     p = cli.command("train", cmd_train, help="...", config=TrainConfig)   # --epochs, --lr, ...
+#     def cmd_train(args) -> Report:
+#         result = train(config_from(args, TrainConfig))                    # usage errors name the flag
+
+
+@dataclass(frozen=True)
+class Param:
+    """What a config field accepts (kept in the field's metadata by :func:`param`)."""
+
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[Any, ...] = ()
+    none: str = "none"  # the word that stands for None on the command line ("all", "auto")
+    path: str = ""  # "file", "dir" or "any": an input path that must exist
+    flag: bool = True  # False: a library-only field, no command-line flag
+
+
+class ConfigError(ValueError):
+    """A config field holds a value it does not accept; ``field`` names it."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        self.field = field_name
+        super().__init__(message)
+
+
+def param(default: Any, doc: str, **accepts: Any) -> Any:
+    """A config dataclass field: its default, a one-line ``doc`` (the flag's help) and what it accepts
+    (``low``/``high``, ``low_open``/``high_open`` to exclude a bound, ``choices``, ``none`` = the word for
+    None on the command line, ``path`` = ``file``/``dir``/``any``, ``flag=False`` for no flag)."""
+    fixed: dict[str, Any] = {k: tuple(v) if k == "choices" else v for k, v in accepts.items()}
+    spec = Param(doc, **fixed)
+    if isinstance(default, (list, dict, set)):
+        return field(default_factory=lambda: type(default)(default), metadata={"icml25": spec})
+    return field(default=default, metadata={"icml25": spec})
+
+
+def _params(cls: type) -> list[tuple[str, Any, bool, Param, Any]]:
+    """``(name, base type, None allowed, Param, default)`` of each :func:`param` field of ``cls``."""
+    import dataclasses
+    import types
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        spec = f.metadata.get("icml25")
+        if spec is None:
+            continue
+        hint, nullable = hints[f.name], False
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(hint) if a is not type(None)]
+            hint, nullable = args[0], len(args) < len(typing.get_args(hint))
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        out.append((f.name, hint, nullable, spec, default))
+    return out
+
+
+def _accepts(base: Any, spec: Param, nullable: bool) -> str:
+    item = (getattr(base, "__args__", None) or (str,))[0] if _is_list(base) else base
+    if spec.choices:
+        text = "one of " + ", ".join(map(str, spec.choices))
+    elif spec.path:
+        text = {"file": "an existing file", "dir": "an existing folder"}.get(spec.path, "a path")
+    elif item is bool:
+        text = "true or false"
+    else:
+        text = {int: "an integer", float: "a finite number"}.get(item, "a string")
+        bounds = [f"{'>' if spec.low_open else '>='} {spec.low:g}"] if spec.low is not None else []
+        bounds += (
+            [f"{'<' if spec.high_open else '<='} {spec.high:g}"] if spec.high is not None else []
+        )
+        text += (" " + " and ".join(bounds)) if bounds else ""
+    if _is_list(base):
+        text = "comma-separated: each " + text
+    return text + (f", or {spec.none}" if nullable else "")
+
+
+def _is_list(base: Any) -> bool:
+    """``list[X]`` or ``tuple[X, ...]`` (a tuple default keeps the dataclass free of mutable defaults)."""
+    return base in (list, tuple) or getattr(base, "__origin__", None) in (list, tuple)
+
+
+def _accept(name: str, value: Any, base: Any, nullable: bool, spec: Param) -> Any:
+    """``value`` as the field's type, or :class:`ConfigError` saying what the field accepts."""
+    if value is None and nullable:
+        return None
+    problem = ConfigError(name, f"{name}={value!r}: expected {_accepts(base, spec, nullable)}")
+    if _is_list(base):
+        if not isinstance(value, (list, tuple)) or not value:
+            raise problem
+        item = (getattr(base, "__args__", None) or (str,))[0]
+        items = [_accept(name, v, item, False, spec) for v in value]
+        return tuple(items) if getattr(base, "__origin__", base) is tuple else items
+    if spec.path:
+        path = Path(value).expanduser() if isinstance(value, (str, os.PathLike)) else None
+        kind = {"file": Path.is_file, "dir": Path.is_dir}.get(spec.path, Path.exists)
+        if path is None or not kind(path):
+            raise problem
+        return path
+    if base is bool:
+        if not isinstance(value, bool):
+            raise problem
+        return value
+    if base in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise problem
+        if base is int and not float(value).is_integer():
+            raise problem
+        value = int(value) if base is int else float(value)
+        low_bad = spec.low is not None and (
+            value < spec.low or (spec.low_open and value == spec.low)
+        )
+        high_bad = spec.high is not None and (
+            value > spec.high or (spec.high_open and value == spec.high)
+        )
+        if not math.isfinite(value) or low_bad or high_bad:
+            raise problem
+    if spec.choices and value not in spec.choices:
+        raise problem
+    return value
+
+
+def check_config(cfg: Any) -> None:
+    """Check every :func:`param` field of a config dataclass instance (call it in ``__post_init__``):
+    :class:`ConfigError` names the first field whose value it does not accept."""
+    for name, base, nullable, spec, _ in _params(type(cfg)):
+        object.__setattr__(cfg, name, _accept(name, getattr(cfg, name), base, nullable, spec))
+
+
+def _flag_check(name: str, base: Any, nullable: bool, spec: Param) -> Check:
+    """The argparse ``type=`` of a field's flag: text → value → :func:`_accept`."""
+    item = (getattr(base, "__args__", None) or (str,))[0] if _is_list(base) else base
+
+    def one(text: str) -> Any:
+        return _int(text) if item is int else float(text) if item is float else text
+
+    def parse(text: str) -> Any:
+        if nullable and text == spec.none:
+            return None
+        value = [one(t) for t in text.split(",") if t.strip()] if _is_list(base) else one(text)
+        try:
+            return _accept(name, value, base, nullable, spec)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+
+    invalid = ["x"] if item in (int, float) else []
+    invalid += ["no-such-choice"] if spec.choices else []
+    if item in (int, float) and not spec.choices:
+        step = 1 if item is int else 1.0
+        if spec.low is not None:
+            invalid.append(f"{spec.low:g}" if spec.low_open else f"{spec.low - step:g}")
+        if spec.high is not None:
+            invalid.append(f"{spec.high:g}" if spec.high_open else f"{spec.high + step:g}")
+        invalid += ["1.5"] if item is int else ["nan", "inf"]
+    low_ok = spec.low is not None and spec.low >= 0
+    kind = (
+        "choice"
+        if spec.choices
+        else "data"
+        if spec.path
+        else "list"
+        if _is_list(base)
+        else (("count" if item is int else "rate") if low_ok else "number")
+    )
+    return Check(parse, _accepts(base, spec, nullable), kind, invalid, name=item.__name__)
+
+
+def _shown(value: Any, spec: Param) -> str:
+    if value is None:
+        return spec.none
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: Sequence[str] = ()) -> None:
+    """One flag per :func:`param` field of ``cls`` (``--batch-size`` for ``batch_size``): type, default,
+    help and bounds all from the field; booleans get ``--x/--no-x``. ``skip`` names fields left out
+    (``seed`` and ``device`` come from the common flags)."""
+    group = parser.add_argument_group(f"{cls.__name__} (a Python call takes the same fields)")
+    for name, base, nullable, spec, default in _params(cls):
+        if not spec.flag or name in skip or name in ("seed", "device"):
+            continue
+        flag, shown = "--" + name.replace("_", "-"), _shown(default, spec)
+        if base is bool:
+            group.add_argument(
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=default,
+                help=f"{spec.doc} (default: {'on' if default else 'off'})",
+            )
+            continue
+        check = _flag_check(name, base, nullable, spec)
+        group.add_argument(
+            flag,
+            type=check,
+            default=default,
+            metavar=name.upper(),
+            help=f"{spec.doc}: {check.accepts} (default: {shown})",
+        )
+
+
+def config_from(args: argparse.Namespace, cls: type, **overrides: Any) -> Any:
+    """``cls`` built from the parsed flags (plus ``--seed``/``--device`` when it has those fields), with
+    ``overrides``; a value it refuses becomes a :class:`UsageError` naming the flag."""
+    values = {n: getattr(args, n) for n, *_ in _params(cls) if hasattr(args, n)}
+    try:
+        return cls(**{**values, **overrides})
+    except ConfigError as exc:
+        raise UsageError("--" + exc.field.replace("_", "-"), str(exc)) from exc
+
+
 # ------------------------------------------------------------------------------------------ commands
 
 
@@ -414,6 +645,7 @@ class CLI:
         seed_default: int = 0,
         device_default: str = "cpu",
         devices: Sequence[str] = ("cpu", "cuda", "mps"),
+        config: type | None = None,
     ) -> Parser:
         """Add a subcommand with the common flags; returns its parser for the command's own flags.
 
@@ -422,6 +654,8 @@ class CLI:
         parsed arguments returning them (``lambda a: (f"evaluate-{a.task}.json",)``). None of them is
         replaced without ``--overwrite``. ``devices`` lists the device types the command supports
         (``("cpu",)`` refuses ``--device cuda`` with one clear line instead of failing mid-run).
+        ``config``: a config dataclass whose :func:`param` fields become the command's own flags
+        (:func:`add_config_flags`; the handler builds it back with :func:`config_from`).
         """
         if writes is None:
             writes = ("results.json",) if name in ("demo", "train", "run") else (f"{name}.json",)
@@ -471,6 +705,8 @@ class CLI:
             help=f"replace existing files in --out ({shown}); without it an existing result is kept "
             "and the command stops",
         )
+        if config is not None:
+            add_config_flags(parser, config)
         parser.set_defaults(_handler=handler)
         self.commands[name] = Command(name, handler, parser, writes)
         return parser
