@@ -142,3 +142,23 @@ def test_every_invalid_example_is_refused(tmp_path, capsys) -> None:
         for bad in option["invalid"]:
             assert cli.main(["train", "--out", str(tmp_path / "o"), option["flags"][0], bad]) == 2
     assert "argument" in capsys.readouterr().err
+
+
+@dataclass
+class DataConfig:
+    data: str = param("auto", "a data folder, or a built-in set", path="dir", names=("auto", "toy"))
+    name: str = param("run", "a label")
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+def test_a_path_field_takes_an_existing_folder_or_one_of_its_names(tmp_path: Path) -> None:
+    assert DataConfig().data == "auto" and DataConfig(data="toy").data == "toy"
+    assert DataConfig(data=str(tmp_path)).data == tmp_path
+    with pytest.raises(ConfigError, match="expected an existing folder or one of auto, toy"):
+        DataConfig(data=str(tmp_path / "absent"))
+    cli = contract.CLI("fake-cli", description="fake", version="0.0.1")
+    cli.command("run", lambda a: contract.Report({}), help="run", config=DataConfig)
+    kinds = {o["dest"]: o["kind"] for o in cli.describe()[0]["options"]}
+    assert (kinds["data"], kinds["name"]) == ("data", "text")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from cli_cases import nan_data, nan_folder, tiny_checkpoint
-from sassha_optim import cli
+from sassha_optim import experiments
 from sassha_optim.cli import main
 from sassha_optim.data import STD_FLOOR, _standardize, load_folder, make_synthetic, read_idx
 
@@ -226,7 +226,7 @@ def test_demo_plus_minus_is_sample_std_over_n_seeds(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_demo_says_which_data_it_ran_on(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_have_sklearn", lambda: False)
+    monkeypatch.setattr(experiments, "_have_sklearn", lambda: False)
     argv = ["demo", "--epochs", "1", "--seeds", "1", "--hidden", "8", "--no-sharpness"]
     assert main([*argv, "--optimizers", "sgd", "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
@@ -234,7 +234,7 @@ def test_demo_says_which_data_it_ran_on(tmp_path, capsys, monkeypatch):
     payload = json.loads((tmp_path / "a" / "results.json").read_text())
     assert payload["data"] == "synthetic" and "scikit-learn not installed" in payload["data_note"]
     pytest.importorskip("sklearn")
-    monkeypatch.setattr(cli, "_have_sklearn", lambda: True)
+    monkeypatch.setattr(experiments, "_have_sklearn", lambda: True)
     assert main([*argv, "--optimizers", "sgd", "--out", str(tmp_path / "b")]) == 0
     assert "data: digits" in capsys.readouterr().out
 

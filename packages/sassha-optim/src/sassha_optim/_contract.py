@@ -372,6 +372,7 @@ class Param:
     choices: tuple[Any, ...] = ()
     none: str = "none"  # the word that stands for None on the command line ("all", "auto")
     path: str = ""  # "file", "dir" or "any": an input path that must exist
+    names: tuple[str, ...] = ()  # words accepted instead of a path ("digits", "auto")
     flag: bool = True  # False: a library-only field, no command-line flag
 
 
@@ -383,12 +384,20 @@ class ConfigError(ValueError):
         super().__init__(message)
 
 
+REQUIRED: Any = object()  # param(REQUIRED, ...): a field without a default, a required flag
+
+
 def param(default: Any, doc: str, **accepts: Any) -> Any:
-    """A config dataclass field: its default, a one-line ``doc`` (the flag's help) and what it accepts
+    """A config dataclass field: its default (:data:`REQUIRED` for none: the field comes first in the
+    dataclass and its flag is required), a one-line ``doc`` (the flag's help) and what it accepts
     (``low``/``high``, ``low_open``/``high_open`` to exclude a bound, ``choices``, ``none`` = the word for
-    None on the command line, ``path`` = ``file``/``dir``/``any``, ``flag=False`` for no flag)."""
-    fixed: dict[str, Any] = {k: tuple(v) if k == "choices" else v for k, v in accepts.items()}
+    None on the command line, ``path`` = ``file``/``dir``/``any`` with ``names`` = words accepted instead
+    of a path, ``flag=False`` for no flag)."""
+    tuples = ("choices", "names")
+    fixed: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in accepts.items()}
     spec = Param(doc, **fixed)
+    if default is REQUIRED:
+        return field(metadata={"icml25": spec})
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: type(default)(default), metadata={"icml25": spec})
     return field(default=default, metadata={"icml25": spec})
@@ -411,6 +420,7 @@ def _params(cls: type) -> list[tuple[str, Any, bool, Param, Any]]:
             args = [a for a in typing.get_args(hint) if a is not type(None)]
             hint, nullable = args[0], len(args) < len(typing.get_args(hint))
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        default = REQUIRED if default is dataclasses.MISSING else default
         out.append((f.name, hint, nullable, spec, default))
     return out
 
@@ -421,18 +431,24 @@ def _accepts(base: Any, spec: Param, nullable: bool) -> str:
         text = "one of " + ", ".join(map(str, spec.choices))
     elif spec.path:
         text = {"file": "an existing file", "dir": "an existing folder"}.get(spec.path, "a path")
+        text += f" or one of {', '.join(spec.names)}" if spec.names else ""
     elif item is bool:
         text = "true or false"
     else:
         text = {int: "an integer", float: "a finite number"}.get(item, "a string")
-        bounds = [f"{'>' if spec.low_open else '>='} {spec.low:g}"] if spec.low is not None else []
-        bounds += (
-            [f"{'<' if spec.high_open else '<='} {spec.high:g}"] if spec.high is not None else []
-        )
+        bounds = []
+        if spec.low is not None:
+            bounds.append(f"{'>' if spec.low_open else '>='} {_number(spec.low, item)}")
+        if spec.high is not None:
+            bounds.append(f"{'<' if spec.high_open else '<='} {_number(spec.high, item)}")
         text += (" " + " and ".join(bounds)) if bounds else ""
     if _is_list(base):
         text = "comma-separated: each " + text
     return text + (f", or {spec.none}" if nullable else "")
+
+
+def _number(value: float, item: Any) -> str:
+    return str(int(value)) if item is int else f"{value:g}"
 
 
 def _is_list(base: Any) -> bool:
@@ -451,6 +467,8 @@ def _accept(name: str, value: Any, base: Any, nullable: bool, spec: Param) -> An
         item = (getattr(base, "__args__", None) or (str,))[0]
         items = [_accept(name, v, item, False, spec) for v in value]
         return tuple(items) if getattr(base, "__origin__", base) is tuple else items
+    if spec.path and value in spec.names:
+        return value
     if spec.path:
         path = Path(value).expanduser() if isinstance(value, (str, os.PathLike)) else None
         kind = {"file": Path.is_file, "dir": Path.is_dir}.get(spec.path, Path.exists)
@@ -508,20 +526,17 @@ def _flag_check(name: str, base: Any, nullable: bool, spec: Param) -> Check:
     if item in (int, float) and not spec.choices:
         step = 1 if item is int else 1.0
         if spec.low is not None:
-            invalid.append(f"{spec.low:g}" if spec.low_open else f"{spec.low - step:g}")
+            invalid.append(_number(spec.low if spec.low_open else spec.low - step, item))
         if spec.high is not None:
-            invalid.append(f"{spec.high:g}" if spec.high_open else f"{spec.high + step:g}")
+            invalid.append(_number(spec.high if spec.high_open else spec.high + step, item))
         invalid += ["1.5"] if item is int else ["nan", "inf"]
     low_ok = spec.low is not None and spec.low >= 0
-    kind = (
-        "choice"
-        if spec.choices
-        else "data"
-        if spec.path
-        else "list"
-        if _is_list(base)
-        else (("count" if item is int else "rate") if low_ok else "number")
-    )
+    if spec.choices or spec.path or _is_list(base):
+        kind = "choice" if spec.choices else "data" if spec.path else "list"
+    elif item in (int, float):
+        kind = ("count" if item is int else "rate") if low_ok else "number"
+    else:
+        kind = "text"
     return Check(parse, _accepts(base, spec, nullable), kind, invalid, name=item.__name__)
 
 
@@ -551,12 +566,14 @@ def add_config_flags(parser: argparse.ArgumentParser, cls: type, skip: Sequence[
             )
             continue
         check = _flag_check(name, base, nullable, spec)
+        required = default is REQUIRED
         group.add_argument(
             flag,
             type=check,
-            default=default,
+            default=None if required else default,
+            required=required,
             metavar=name.upper(),
-            help=f"{spec.doc}: {check.accepts} (default: {shown})",
+            help=f"{spec.doc}: {check.accepts} ({'required' if required else f'default: {shown}'})",
         )
 
 
@@ -750,6 +767,10 @@ class CLI:
             wall = time.perf_counter() - start
         except UsageError as exc:
             print(f"{self.prog}: error: {exc}", file=sys.stderr)
+            return 2
+        except ConfigError as exc:  # the library refused a config field: name its flag
+            flag = "--" + exc.field.replace("_", "-")
+            print(f"{self.prog}: error: {UsageError(flag, str(exc))}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
             print(f"{self.prog}: interrupted", file=sys.stderr)
@@ -1165,10 +1186,36 @@ class _NullBar:
         self.close()
 
 
-def progress(total: int | None, desc: str, quiet: bool = False) -> Any:
-    """A tqdm progress bar on stderr (a silent stand-in when ``quiet`` or tqdm is missing)."""
+class _LazyBar(_NullBar):
+    """A bar that appears at its first update: an input error found before any progress prints only
+    its one line."""
+
+    def __init__(self, total: int | None, desc: str) -> None:
+        super().__init__(total)
+        self.desc: str = desc
+        self.bar: Any = None
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is None:
+            self.bar = progress(self.total, self.desc)
+        self.bar.update(n)
+
+    def set_postfix(self, *args: Any, **kwargs: Any) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix(*args, **kwargs)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def progress(total: int | None, desc: str, quiet: bool = False, lazy: bool = False) -> Any:
+    """A tqdm progress bar on stderr (a silent stand-in when ``quiet`` or tqdm is missing); ``lazy``:
+    shown from its first update on (hand it to a library call that checks its input first)."""
     if quiet:
         return _NullBar(total)
+    if lazy:
+        return _LazyBar(total, desc)
     try:
         from tqdm import tqdm
     except ImportError:
