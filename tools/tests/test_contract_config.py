@@ -162,3 +162,30 @@ def test_a_path_field_takes_an_existing_folder_or_one_of_its_names(tmp_path: Pat
     cli.command("run", lambda a: contract.Report({}), help="run", config=DataConfig)
     kinds = {o["dest"]: o["kind"] for o in cli.describe()[0]["options"]}
     assert (kinds["data"], kinds["name"]) == ("data", "text")
+
+
+@dataclass
+class NeedsData:
+    data: str = param(contract.REQUIRED, "the data folder", path="dir")
+    epochs: int = param(1, "epochs", low=1, high=10)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+def test_a_required_field_has_no_default_and_a_required_flag(tmp_path: Path, capsys) -> None:
+    with pytest.raises(TypeError):
+        NeedsData()
+    assert NeedsData(data=str(tmp_path)).data == tmp_path
+
+    def refuse(args):
+        raise ConfigError("epochs", "epochs=3 is too many for this data")
+
+    cli = contract.CLI("fake-cli", description="fake", version="0.0.1")
+    cli.command("run", refuse, help="run", config=NeedsData)
+    assert cli.main(["run", "--out", str(tmp_path / "o")]) == 2
+    assert "--data" in capsys.readouterr().err
+    # a ConfigError from the library call is a usage error naming the flag, exit 2
+    assert cli.main(["run", "--out", str(tmp_path / "o"), "--data", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "fake-cli: error: argument --epochs: epochs=3 is too many for this data"
