@@ -189,3 +189,35 @@ def test_a_required_field_has_no_default_and_a_required_flag(tmp_path: Path, cap
     assert cli.main(["run", "--out", str(tmp_path / "o"), "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "fake-cli: error: argument --epochs: epochs=3 is too many for this data"
+
+
+def test_a_failed_run_removes_the_out_folder_it_made(tmp_path: Path, capsys) -> None:
+    def boom(args):
+        (Path(args.out) / "partial.pt").write_bytes(b"x")
+        raise ConfigError("epochs", "no")
+
+    cli = contract.CLI("fake-cli", description="fake", version="0.0.1")
+    cli.command("run", boom, help="run")
+    assert cli.main(["run", "--out", str(tmp_path / "new" / "deep")]) == 2
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "mine.txt").write_text("x")
+    assert cli.main(["run", "--out", str(tmp_path / "kept")]) == 2
+    assert (tmp_path / "kept" / "mine.txt").is_file()  # a folder that was there stays
+
+    def crash(args):
+        raise RuntimeError("a bug")
+
+    cli.command("crash", crash, help="crash")
+    with pytest.raises(RuntimeError):
+        cli.main(["crash", "--out", str(tmp_path / "c")])
+    assert not (tmp_path / "c").exists()
+
+
+def test_results_json_has_the_usual_file_permissions(tmp_path: Path) -> None:
+    import os
+
+    path = contract.write_json(tmp_path / "results.json", {"a": 1})
+    (tmp_path / "other.txt").write_text("x")
+    assert path.stat().st_mode & 0o777 == (tmp_path / "other.txt").stat().st_mode & 0o777
+    assert os.access(path, os.R_OK)

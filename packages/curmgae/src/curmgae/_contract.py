@@ -48,6 +48,7 @@ import pickle
 import platform
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -758,23 +759,31 @@ class CLI:
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Run the command line: parse, check outputs, run the handler, write results. Returns the exit code."""
         argv = list(sys.argv[1:] if argv is None else argv)
+        created: list[Path] = []  # the --out folder this run made: a failed run removes it
         try:
             args = self.parse(argv)
             command = self.commands[args.command]
+            created += _first_missing(Path(args.out))
             results_path = self._prepare_out(args, command)
             start = time.perf_counter()
             report = command.handler(args)
             wall = time.perf_counter() - start
         except UsageError as exc:
+            _discard(created)
             print(f"{self.prog}: error: {exc}", file=sys.stderr)
             return 2
         except ConfigError as exc:  # the library refused a config field: name its flag
+            _discard(created)
             flag = "--" + exc.field.replace("_", "-")
             print(f"{self.prog}: error: {UsageError(flag, str(exc))}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
+            _discard(created)
             print(f"{self.prog}: interrupted", file=sys.stderr)
             return 130
+        except BaseException:
+            _discard(created)
+            raise
         clash = [k for k in report.results if k in RESERVED_KEYS]
         if clash:
             raise RuntimeError(f"{command.name}: results use reserved keys {clash}")
@@ -838,6 +847,19 @@ class CLI:
                 {"name": name, "writes": list(command.files(defaults)), "options": options}
             )
         return described
+
+
+def _first_missing(path: Path) -> list[Path]:
+    """The outermost folder of ``path`` that does not exist yet (what creating it would make), or []."""
+    top, probe = None, path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        top, probe = probe, probe.parent
+    return [top] if top is not None else []
+
+
+def _discard(created: list[Path]) -> None:
+    for folder in created:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _dist_version(dist: str) -> str:
@@ -1076,7 +1098,10 @@ def write_json(path: Path, payload: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(portable(payload), indent=2, allow_nan=False) + "\n"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make results.json unlike other outputs
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
