@@ -16,6 +16,10 @@ every check below is derived from that declaration, so a new package is checked 
   ``--config``, an unknown key or a bad value in it, an unknown flag, every invalid example that each
   flag's validator declares, a choice not offered, a data path that does not exist, an unwritable
   ``--out``, and data holding NaN (from the package's ``tests/cli_cases.py``);
+* every numeric flag refuses an absurd value (``1e30``/``-1e30``, ``100000000000``/``-100000000000``)
+  the same way: one line naming the flag and the accepted range, before any work;
+* ``--help`` of the entry point and of every command answers within ``HELP_SECONDS`` (no heavy import
+  before parsing);
 * ``demo --quick --out DIR`` writes ``DIR/results.json`` with ``command``, ``config``, ``versions``,
   ``seed``, ``wall_time_s`` and ``machine``, valid JSON without a path of this machine, and a second run
   refuses to replace it without ``--overwrite`` (and leaves it untouched).
@@ -62,6 +66,21 @@ PROCESS_SECONDS = (
     90.0  # the same through a new process, which first imports torch (slow on a busy machine)
 )
 DEMO_SECONDS = 600.0
+HELP_SECONDS = 1.5  # `<dist> --help` and `<dist> <cmd> --help`, best of three processes
+# Packages whose CLI is not yet generated from config dataclasses (issue 24): the bounds and --help-time
+# checks report their gaps as GAP instead of failing. Remove a package once it passes them.
+LIBRARY_FIRST_PENDING = {
+    "bpr-topk",
+    "cft-calibration",
+    "curmgae",
+    "fedgmt",
+    "parq-optim",
+    "phynfp",
+    "rsd-skills",
+    "safer-dtr",
+    "sorbet-snn",
+    "tar-gnn",
+}
 
 
 @dataclass
@@ -70,6 +89,7 @@ class Check:
     ok: bool
     detail: str = ""
     seconds: float = 0.0
+    gap: bool = False  # a known gap (LIBRARY_FIRST_PENDING): reported, does not fail
 
 
 @dataclass
@@ -96,6 +116,13 @@ class Conformance:
     def record(self, name: str, ok: bool, detail: str = "", seconds: float = 0.0) -> bool:
         self.checks.append(Check(name, ok, detail, seconds))
         return ok
+
+    def pending(self, start: int) -> None:
+        """Checks recorded since ``start`` become known gaps when the package is still pending (issue 24)."""
+        if self.dist in LIBRARY_FIRST_PENDING:
+            for check in self.checks[start:]:
+                if not check.ok:
+                    check.ok, check.gap = True, True
 
     def fresh(self, stem: str) -> Path:
         self._n += 1
@@ -240,7 +267,24 @@ class Conformance:
                 )
                 seen[results] = name
 
+    def check_help_time(self) -> None:
+        start = len(self.checks)
+        for argv in (["--help"], *([c["name"], "--help"] for c in self.commands)):
+            best = self.process(argv).seconds
+            for _ in range(2):  # up to three tries: a busy machine may slow one start
+                if best <= HELP_SECONDS:
+                    break
+                best = min(best, self.process(argv).seconds)
+            self.record(
+                f"entry point: {' '.join(argv)} within {HELP_SECONDS} s",
+                best <= HELP_SECONDS,
+                f"best of 3: {best:.2f} s (import torch and friends after parsing, not before)",
+                best,
+            )
+        self.pending(start)
+
     def check_entry_point(self) -> None:
+        self.check_help_time()
         out = self.process(["--help"])
         self.record(
             "entry point: --help",
@@ -329,6 +373,18 @@ class Conformance:
                 option["flags"][0],
             )
         usage("unknown flag --no-such-flag", ["--no-such-flag", "1"], "--no-such-flag")
+        start = len(self.checks)
+        for option in options:
+            if option["kind"] not in ("count", "rate", "number"):
+                continue
+            flag = option["flags"][0]
+            big = "100000000000" if option.get("value") == "int" else "1e30"
+            for bad in (big, "-" + big):
+                usage(f"{flag} {bad} (absurd)", [flag, bad], flag)
+        raw = [o for o in options if o.get("raw_type") in ("int", "float")]
+        for option in raw:  # plain type=int/float: no range at all
+            usage(f"{option['flags'][0]} 1e30 (absurd)", [option["flags"][0], "1e30"], None)
+        self.pending(start)
         for option in options:
             flag = option["flags"][0]
             if flag == "--out":
@@ -417,14 +473,18 @@ class Conformance:
     def report(self, junit: Path | None) -> None:
         failed = [c for c in self.checks if not c.ok]
         for check in self.checks:
-            mark = "ok  " if check.ok else "FAIL"
+            mark = "GAP " if check.gap else "ok  " if check.ok else "FAIL"
             line = f"{mark} {check.name}"
             if check.seconds >= 1:
                 line += f" ({check.seconds:.1f} s)"
             print(line)
-            if not check.ok and check.detail:
+            if (check.gap or not check.ok) and check.detail:
                 print("       " + check.detail.replace("\n", "\n       "))
-        print(f"{self.dist}: {len(self.checks) - len(failed)} passed, {len(failed)} failed")
+        gaps = sum(c.gap for c in self.checks)
+        print(
+            f"{self.dist}: {len(self.checks) - len(failed) - gaps} passed, {len(failed)} failed"
+            + (f", {gaps} known gaps (issue 24: LIBRARY_FIRST_PENDING)" if gaps else "")
+        )
         if junit is not None:
             suite = ET.Element(
                 "testsuite",
@@ -432,7 +492,7 @@ class Conformance:
                 tests=str(len(self.checks)),
                 failures=str(len(failed)),
                 errors="0",
-                skipped="0",
+                skipped=str(sum(c.gap for c in self.checks)),
             )
             for check in self.checks:
                 case = ET.SubElement(
@@ -442,7 +502,11 @@ class Conformance:
                     name=check.name,
                     time=f"{check.seconds:.3f}",
                 )
-                if not check.ok:
+                if check.gap:
+                    ET.SubElement(
+                        case, "skipped", message="known gap, issue 24: " + check.detail[:400]
+                    )
+                elif not check.ok:
                     ET.SubElement(case, "failure", message=check.detail[:500])
             junit.parent.mkdir(parents=True, exist_ok=True)
             ET.ElementTree(suite).write(junit, encoding="utf-8", xml_declaration=True)

@@ -23,7 +23,7 @@ GOOD_CLI = '''
 import math
 from pathlib import Path
 
-from ._contract import CLI, Report, blame, existing_path, positive_float, positive_int, table
+from ._contract import CLI, Report, blame, existing_path, float_range, int_range, table
 
 
 def load_csv(path: Path) -> list[list[float]]:
@@ -53,8 +53,8 @@ def build_cli() -> CLI:
     cli = CLI("fake-cli", description="fake", version="0.0.1")
     p = cli.command("train", train, help="train on a CSV")
     p.add_argument("--data", type=existing_path("file"), required=True, help="CSV of numbers")
-    p.add_argument("--epochs", type=positive_int(), default=2, help="epochs")
-    p.add_argument("--lr", type=positive_float(), default=0.1, help="learning rate")
+    p.add_argument("--epochs", type=int_range(1, 1000), default=2, help="epochs")
+    p.add_argument("--lr", type=float_range(0, 10, low_open=True), default=0.1, help="learning rate")
     p.add_argument("--model", choices=["a", "b"], default="a", help="model")
     p = cli.command("demo", demo, help="embedded demo", writes=("results.json",))
     p.add_argument("--quick", action="store_true", help="quick")
@@ -118,13 +118,32 @@ def test_contract_cli_passes(run_check):
     names = [c.name for c in check.checks]
     assert "train: data holding NaN (--data)" in names
     assert "train: --lr 0" in names and "train: --epochs 0" in names
+    assert (
+        "train: --lr 1e30 (absurd)" in names and "train: --epochs -100000000000 (absurd)" in names
+    )
+    assert "entry point: --help within 1.5 s" in names
     assert "demo: second run without --overwrite" in names
     assert len(check.checks) > 40
 
 
 def test_plain_float_flag_fails(run_check):
-    broken = GOOD_CLI.replace("type=positive_float(), default=0.1", "type=float, default=0.1")
+    broken = GOOD_CLI.replace(
+        "type=float_range(0, 10, low_open=True), default=0.1", "type=float, default=0.1"
+    )
     assert "train: numeric flags use a contract validator" in failures(run_check(broken))
+
+
+def test_unbounded_number_fails_the_absurd_value_case(run_check):
+    unbounded = GOOD_CLI.replace("int_range(1, 1000)", "int_range(1)")
+    assert "train: --epochs 100000000000 (absurd)" in failures(run_check(unbounded))
+
+
+def test_a_pending_package_reports_its_gaps_without_failing(run_check, monkeypatch):
+    monkeypatch.setattr(conformance, "LIBRARY_FIRST_PENDING", {"fake-cli"})
+    check = run_check(GOOD_CLI.replace("int_range(1, 1000)", "int_range(1)"))
+    assert failures(check) == []
+    gaps = [c.name for c in check.checks if c.gap]
+    assert gaps == ["train: --epochs 100000000000 (absurd)"]
 
 
 def test_ignoring_nan_fails(run_check):

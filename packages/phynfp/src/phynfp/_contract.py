@@ -691,7 +691,7 @@ class CLI:
         common = parser.add_argument_group("common options")
         common.add_argument(
             "--seed",
-            type=nonneg_int(),
+            type=int_range(0, 2**32 - 1),  # numpy's seeds; torch's fit too
             default=seed_default,
             help=f"random seed (default: {seed_default})",
         )
@@ -837,6 +837,7 @@ class CLI:
                         "kind": check.kind if check else None,
                         "raw_type": getattr(action.type, "__name__", None) if not check else None,
                         "invalid": list(check.invalid) if check else [],
+                        "value": check.__name__ if check else None,
                         "choices": [str(c) for c in action.choices] if action.choices else [],
                     }
                 )
