@@ -53,3 +53,17 @@ def test_the_cli_and_the_configs_do_not_import_torch():
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_mnist_by_name_reads_icml25_data(tmp_path, monkeypatch):
+    from test_data_cli import fake_mnist
+
+    monkeypatch.delenv("ICML25_DATA", raising=False)
+    cfg = TrainConfig(data="mnist", epochs=1, hidden=(8,))
+    with pytest.raises(ConfigError, match="ICML25_DATA is not set") as info:
+        run_train(cfg)
+    assert info.value.field == "data"
+    fake_mnist(tmp_path / "shared" / "mnist" / "raw")
+    monkeypatch.setenv("ICML25_DATA", str(tmp_path / "shared"))
+    result = run_train(cfg)
+    assert result.data_note == "data: MNIST ($ICML25_DATA/mnist/raw)" and result.n_train > 0

@@ -27,7 +27,7 @@ __all__ = [
     "TrainConfig",
 ]
 
-DATA_NAMES = ("digits", "synthetic")
+DATA_NAMES = ("digits", "synthetic", "mnist")  # mnist: $ICML25_DATA/mnist/raw
 # The presets of training.OPTIMIZERS (a test checks that the two agree).
 OPTIMIZER_NAMES = (
     "sgd",
@@ -41,7 +41,10 @@ OPTIMIZER_NAMES = (
     "sassha-official",
 )
 SASSHA_ONLY = ("lazy_hessian", "hessian_warmup", "hessian_power", "bias_correction", "hvp_point")
-_DATA = "the data: a folder of IDX (MNIST's layout), NPZ or CSV files, or a built-in set"
+_DATA = (
+    "the data: a folder of IDX (MNIST's layout), NPZ or CSV files, a built-in set, or mnist "
+    "(the IDX files in $ICML25_DATA/mnist/raw)"
+)
 _MAX = 10**9  # "as many as you like" for counts that only need to be positive
 
 

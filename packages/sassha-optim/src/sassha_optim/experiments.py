@@ -16,6 +16,7 @@ Bad input (a data folder that does not load, a checkpoint from elsewhere) raises
 from __future__ import annotations
 
 import importlib.util
+import os
 import statistics
 import warnings
 from collections.abc import Callable
@@ -115,6 +116,17 @@ def resolve_data(name: str | Path, field_name: str = "data") -> tuple[str, str]:
         return "synthetic", (
             "data: synthetic (scikit-learn not installed; pip install 'sassha-optim[cli]' for digits)"
         )
+    if name == "mnist":
+        root = os.environ.get("ICML25_DATA")
+        folder = Path(root) / "mnist" / "raw" if root else None
+        if folder is None or not folder.is_dir():
+            where = f"{folder} does not exist" if folder else "ICML25_DATA is not set"
+            raise ConfigError(
+                field_name,
+                f"mnist is read from $ICML25_DATA/mnist/raw and {where}; set ICML25_DATA to the "
+                "shared data folder or give the MNIST folder itself",
+            )
+        return str(folder), "data: MNIST ($ICML25_DATA/mnist/raw)"
     if name == "digits":
         if not _have_sklearn():
             raise ConfigError(
