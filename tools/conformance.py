@@ -269,9 +269,11 @@ class Conformance:
 
     def check_help_time(self) -> None:
         start = len(self.checks)
-        for argv in (["--help"], *([c["name"], "--help"] for c in self.commands)):
+        pending = self.dist in LIBRARY_FIRST_PENDING
+        helps = [["--help"], *([c["name"], "--help"] for c in self.commands)]
+        for argv in helps[:1] if pending else helps:  # pending: one measurement, it is a known gap
             best = self.process(argv).seconds
-            for _ in range(2):  # up to three tries: a busy machine may slow one start
+            for _ in range(0 if pending else 2):  # three tries: a busy machine may slow one start
                 if best <= HELP_SECONDS:
                     break
                 best = min(best, self.process(argv).seconds)
