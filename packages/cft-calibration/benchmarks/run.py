@@ -33,7 +33,7 @@ from pathlib import Path
 import cft_calibration as C
 import torch
 from cft_calibration._contract import fmt_mean_std, mean_std
-from cft_calibration.cli import HUMANITIES
+from cft_calibration.config import HUMANITIES
 from cft_calibration.pipeline import PipelineConfig, run_pipeline, synthetic_feature_splits
 from cft_calibration.train import AlignConfig, TrainConfig
 

@@ -12,18 +12,19 @@ import copy
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import torch
 
+from .config import METHODS, PipelineConfig
 from .data import MCItem, split_items
 from .metrics import evaluate_probs
 from .regularizer import EMECERegularizer
 from .scoring import FeatureScorer, predict
 from .synthetic import FeatureSplit, synthetic_feature_mcqa
 from .temperature import TemperatureScaler
-from .train import AlignConfig, TrainConfig, evaluate_scorer, simulate_alignment, train
+from .train import TrainConfig, evaluate_scorer, simulate_alignment, train
 
 __all__ = [
     "METHODS",
@@ -33,34 +34,7 @@ __all__ = [
     "text_feature_splits",
 ]
 
-METHODS = ("uniform", "base", "aligned", "ts", "ls", "cft", "long_sft", "rcft", "rcft_once")
 SPLIT_FRACTIONS = {"base": 0.35, "align": 0.10, "train": 0.30, "val": 0.10, "test": 0.15}
-
-
-@dataclass
-class PipelineConfig:
-    """Budgets of every stage (defaults: the cached-feature head on CPU; see the README).
-
-    ``lams``: candidate RCFT weights; when given, each RCFT variant is trained once per lambda and
-    the lambda with the lowest validation conf-ECE among those within ``long.acc_tol`` of the best
-    validation accuracy is kept (default: only ``lam``)."""
-
-    hidden: int = 256
-    dropout: float = 0.1
-    base: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=20, lr=1e-3, select="acc"))
-    align: AlignConfig = field(default_factory=lambda: AlignConfig(steps=300, lr=1e-3))
-    cft: TrainConfig = field(
-        default_factory=lambda: TrainConfig(epochs=3, lr=1e-3, select="ece_within_acc")
-    )
-    long: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=10, lr=1e-3))
-    label_smoothing: float = 0.1
-    lam: float = 1.0
-    lams: Sequence[float] = ()
-    n_bins: int = 10
-    methods: Sequence[str] = METHODS
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def synthetic_feature_splits(

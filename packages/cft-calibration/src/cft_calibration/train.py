@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .config import AlignConfig, TrainConfig
 from .metrics import accuracy, conf_ece, evaluate_probs, nll
 from .regularizer import EMECERegularizer
 from .scoring import predict
@@ -36,54 +37,6 @@ __all__ = [
     "train_cft",
     "train_rcft",
 ]
-
-
-@dataclass
-class TrainConfig:
-    """Hyperparameters of one fine-tuning run (defaults: the cached-feature head; see the README).
-
-    ``select``: ``"last"`` (keep the final weights), ``"ece_within_acc"`` (CFT: the best validation
-    conf-ECE among the epochs within ``acc_tol`` of the best validation accuracy) or ``"acc"``.
-    ``e_step_every``: re-run the E-step every this many epochs (1 = every epoch, the EM reading of the
-    paper); ``None`` = once before training (the official code). ``official``: total loss
-    (1 - alpha) L_SFT + alpha 1e-3 R instead of L_SFT + lambda R.
-    """
-
-    epochs: int = 3
-    lr: float = 1e-3
-    batch_size: int = 64
-    weight_decay: float = 0.0
-    warmup: float = 0.1
-    sft_loss: str = "options"
-    label_smoothing: float = 0.0
-    select: str = "last"
-    acc_tol: float = 0.01
-    e_step_every: int | None = 1
-    e_step_max_items: int | None = None
-    official: bool = False
-    alpha: float = 0.5
-    grad_clip: float | None = 1.0
-    eval_batch_size: int = 256
-    n_bins: int = 10
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.epochs < 1 or self.batch_size < 1 or self.eval_batch_size < 1:
-            raise ValueError("epochs, batch_size and eval_batch_size must be >= 1")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr}")
-        if self.sft_loss not in ("options", "full_vocab"):
-            raise ValueError(f"sft_loss must be 'options' or 'full_vocab', got {self.sft_loss!r}")
-        if self.select not in ("last", "ece_within_acc", "acc"):
-            raise ValueError(f"select must be last, ece_within_acc or acc, got {self.select!r}")
-        if not 0 <= self.label_smoothing < 1:
-            raise ValueError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}")
-        if not 0 <= self.warmup < 1:
-            raise ValueError(f"warmup must lie in [0, 1), got {self.warmup}")
-        if self.e_step_every is not None and self.e_step_every < 1:
-            raise ValueError(f"e_step_every must be >= 1 or None, got {self.e_step_every}")
-        if not 0 <= self.alpha <= 1:
-            raise ValueError(f"alpha must lie in [0, 1], got {self.alpha}")
 
 
 @dataclass
@@ -255,7 +208,7 @@ def train(
                     lam = regularizer.lam if regularizer is not None else 0.0
                     loss = sft + lam * reg
                 if not torch.isfinite(loss):
-                    raise FloatingPointError(f"non-finite loss at epoch {epoch}, step {s}")
+                    raise FloatingPointError(f"non-finite loss at epoch {epoch}, step {s + 1}")
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 if cfg.grad_clip is not None:
@@ -283,6 +236,8 @@ def train(
     result.selected_epoch = _select(result.history, cfg.select, cfg.acc_tol)
     if cfg.select != "last":
         scorer.load_state_dict(states[result.selected_epoch])
+    if not all(bool(torch.isfinite(p).all()) for p in params):
+        raise FloatingPointError(f"non-finite weights after epoch {result.selected_epoch}")
     scorer.eval()
     return result
 
@@ -327,26 +282,6 @@ def dpo_option_loss(
     """-log sigmoid(beta [(l_theta(y_w) - l_ref(y_w)) - (l_theta(y_l) - l_ref(y_l))]), averaged."""
     margin = (logp_w - ref_w) - (logp_l - ref_l)
     return -nn.functional.logsigmoid(beta * margin).mean()
-
-
-@dataclass
-class AlignConfig:
-    """DPO-style preference steps (no SFT term): ``pref="self"`` (chosen = the model's current argmax,
-    rejected uniform over the other options) or ``"noisy_gold"`` (chosen = gold w.p. 0.8)."""
-
-    steps: int = 300
-    lr: float = 1e-3
-    beta: float = 0.1
-    batch_size: int = 64
-    pref: str = "self"
-    gold_prob: float = 0.8
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.pref not in ("self", "noisy_gold"):
-            raise ValueError(f"pref must be 'self' or 'noisy_gold', got {self.pref!r}")
-        if self.steps < 0 or self.batch_size < 1 or not self.lr > 0 or not self.beta > 0:
-            raise ValueError("AlignConfig needs steps >= 0, batch_size >= 1, lr > 0, beta > 0")
 
 
 def simulate_alignment(
