@@ -526,10 +526,12 @@ def _flag_check(name: str, base: Any, nullable: bool, spec: Param) -> Check:
     invalid += ["no-such-choice"] if spec.choices else []
     if item in (int, float) and not spec.choices:
         step = 1 if item is int else 1.0
+        # exact text (repr, not :g): 1e6 + 1 must not print as "1e+06", the bound itself
+        exact = (lambda v: str(int(v))) if item is int else (lambda v: repr(float(v)))
         if spec.low is not None:
-            invalid.append(_number(spec.low if spec.low_open else spec.low - step, item))
+            invalid.append(exact(spec.low if spec.low_open else spec.low - step))
         if spec.high is not None:
-            invalid.append(_number(spec.high if spec.high_open else spec.high + step, item))
+            invalid.append(exact(spec.high if spec.high_open else spec.high + step))
         invalid += ["1.5"] if item is int else ["nan", "inf"]
     low_ok = spec.low is not None and spec.low >= 0
     if spec.choices or spec.path or _is_list(base):
