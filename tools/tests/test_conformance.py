@@ -143,7 +143,27 @@ def test_a_pending_package_reports_its_gaps_without_failing(run_check, monkeypat
     check = run_check(GOOD_CLI.replace("int_range(1, 1000)", "int_range(1)"))
     assert failures(check) == []
     gaps = [c.name for c in check.checks if c.gap]
-    assert gaps == ["train: --epochs 100000000000 (absurd)"]
+    assert gaps == [
+        "train: absurd numeric values (not probed)",
+        "demo: absurd numeric values (not probed)",
+    ]
+
+
+def test_an_accepted_value_that_starts_an_endless_run_is_stopped_and_fails(run_check, monkeypatch):
+    """An in-process case must not hang the cell: it is stopped after INPROC_SECONDS and fails."""
+    monkeypatch.setattr(conformance, "INPROC_SECONDS", 2.0)
+    endless = GOOD_CLI.replace(
+        '    return Report({"quick": args.quick, "data": "embedded"})',
+        '    for _ in range(args.rounds):\n        pass\n    return Report({"quick": args.quick})',
+    ).replace(
+        '    p.add_argument("--quick", action="store_true", help="quick")',
+        '    p.add_argument("--quick", action="store_true", help="quick")\n'
+        '    p.add_argument("--rounds", type=int_range(1), default=1, help="rounds")',
+    )
+    check = run_check(endless)
+    stopped = [c for c in check.checks if "still running" in c.detail]
+    assert [c.name for c in stopped] == ["demo: --rounds 100000000000 (absurd)"]
+    assert not stopped[0].ok and stopped[0].seconds < 10
 
 
 def test_ignoring_nan_fails(run_check):

@@ -214,6 +214,21 @@ def test_a_failed_run_removes_the_out_folder_it_made(tmp_path: Path, capsys) -> 
     assert not (tmp_path / "c").exists()
 
 
+def test_an_interrupted_run_keeps_what_it_wrote_to_resume_from(tmp_path: Path, capsys) -> None:
+    def interrupted(args):
+        if args.seed == 1:
+            (Path(args.out) / "checkpoint.pt").write_bytes(b"x")
+        raise KeyboardInterrupt
+
+    cli = contract.CLI("fake-cli", description="fake", version="0.0.1")
+    cli.command("run", interrupted, help="run")
+    assert cli.main(["run", "--out", str(tmp_path / "a"), "--seed", "1"]) == 130
+    assert (tmp_path / "a" / "checkpoint.pt").is_file()
+    assert "partial output kept in" in capsys.readouterr().err
+    assert cli.main(["run", "--out", str(tmp_path / "b" / "c"), "--seed", "2"]) == 130
+    assert not (tmp_path / "b").exists()  # nothing written: the folder it made is removed
+
+
 def test_results_json_has_the_usual_file_permissions(tmp_path: Path) -> None:
     import os
 

@@ -779,9 +779,13 @@ class CLI:
             flag = "--" + exc.field.replace("_", "-")
             print(f"{self.prog}: error: {UsageError(flag, str(exc))}", file=sys.stderr)
             return 2
-        except KeyboardInterrupt:
-            _discard(created)
-            print(f"{self.prog}: interrupted", file=sys.stderr)
+        except (
+            KeyboardInterrupt
+        ):  # what an interrupted run wrote (checkpoints) is kept, to resume from
+            kept = [folder for folder in created if any(p.is_file() for p in folder.rglob("*"))]
+            _discard([folder for folder in created if folder not in kept])
+            where = f"; partial output kept in {args.out}" if kept else ""
+            print(f"{self.prog}: interrupted{where}", file=sys.stderr)
             return 130
         except BaseException:
             _discard(created)
