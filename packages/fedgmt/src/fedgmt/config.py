@@ -53,7 +53,7 @@ CHECK_FIELDS = (
 ENGINES = ("reference", "flower")
 """The in-process loop, or Flower's simulation engine (Ray); both give the same model."""
 SEED_MAX = 2**32 - 1
-BETA_MAX = 1e6
+BETA_MAX = 1e5
 """Largest finite beta (``inf``, the dual off, is accepted as well)."""
 
 
@@ -94,7 +94,7 @@ class FedConfig:
     num_rounds: int = param(60, "number of server rounds", low=1, high=1_000_000)
     partition: str = param("dirichlet", "partition scheme", choices=PARTITIONS)
     dirichlet_alpha: float = param(
-        0.1, "Dirichlet concentration alpha", low=0.0, low_open=True, high=1e6
+        0.1, "Dirichlet concentration alpha", low=0.0, low_open=True, high=1e5
     )
     shards_per_client: int = param(2, "shards per client (shards)", low=1, high=100_000)
     min_partition_size: int = param(
@@ -125,7 +125,7 @@ class FedConfig:
         choices=("all", "active"),
     )  # fmt: skip
     ema_location: str = param("server", "where the EMA is kept", choices=("server", "client"))
-    prox: float = param(0.0, "optional FedGMT prox nu (not in the paper)", low=0.0, high=1e6)
+    prox: float = param(0.0, "optional FedGMT prox nu (not in the paper)", low=0.0, high=1e5)
     teacher_mode: str = param(
         "eval", "mode of the EMA teacher's forward pass", choices=("eval", "train")
     )
@@ -148,7 +148,7 @@ class FedConfig:
     # differential privacy (Opacus, extra [dp])
     dp: bool = param(False, "DP-SGD on local training with Opacus, needs fedgmt[dp]")
     dp_noise: float = param(1.0, "DP noise multiplier sigma", low=0.0, high=1e4)
-    dp_clip: float = param(1.0, "DP per-sample clipping norm C", low=0.0, low_open=True, high=1e6)
+    dp_clip: float = param(1.0, "DP per-sample clipping norm C", low=0.0, low_open=True, high=1e5)
     dp_delta: float = _frac(1e-5, "DP delta, below 1/n_i", low_open=True, high_open=True)
     central_dp: str = param(
         "none",
@@ -174,7 +174,7 @@ class FedConfig:
         3600.0,
         "Flower: seconds to wait for a round's replies; a client that has not replied by then "
         "is left out of the round",
-        low=0.0, low_open=True, high=1e6,
+        low=0.0, low_open=True, high=604_800.0,
     )  # fmt: skip
     # misc
     val_fraction: float = _frac(
