@@ -1,4 +1,6 @@
-"""Run configuration: the :class:`FedConfig` dataclass with validation.
+"""Run configuration: :class:`FedConfig` (one federated run), :class:`DemoConfig` and
+:class:`EvaluateConfig`; each field is a ``param(default, doc, range)`` from which the CLI makes its
+flag. Standard library only (no torch until a config is validated against the method registry).
 
 Keys are the options of the official FL-SAM code where it has them (``gamma``, ``tau``, ``ema_alpha``,
 ``beta``...). In a Flower ``run_config`` the same keys are written with hyphens (``ema-alpha``); :meth:`FedConfig.from_run_config` / :meth:`FedConfig.to_run_config` convert.
@@ -148,7 +150,9 @@ class FedConfig:
     # differential privacy (Opacus, extra [dp])
     dp: bool = param(False, "DP-SGD on local training with Opacus, needs fedgmt[dp]")
     dp_noise: float = param(1.0, "DP noise multiplier sigma", low=0.0, high=1e4)
-    dp_clip: float = param(1.0, "DP per-sample clipping norm C", low=0.0, low_open=True, high=1e5)
+    dp_clip: float = param(
+        1.0, "DP per-sample clipping norm C", low=0.0, low_open=True, high=1e7, high_open=True
+    )
     dp_delta: float = _frac(1e-5, "DP delta, below 1/n_i", low_open=True, high_open=True)
     central_dp: str = param(
         "none",
