@@ -85,7 +85,7 @@ def test_preset_layers_under_config_and_flags(tmp_path):
         (["run", "--device", "tpu"], "--device", "tpu"),
         (["run", "--rounds", "x"], "--rounds", "integer"),
         (["run", "--lr", "-1"], "--lr", "> 0"),
-        (["run", "--beta", "0"], "--beta", "inf turns the dual off"),
+        (["run", "--beta", "0"], "--beta", "or inf (the dual off)"),
         (["run", "--strategy", "fedsam", "--dp"], "--dp", "SAM-based"),
         (["run", "--lr", "0.05", "--engine", "reference"], None, "unstable dual"),
         (["run", "--model", "cnn"], "--model", "28x28"),
@@ -103,7 +103,7 @@ def test_bad_input_is_one_line_exit_2(argv, flag, needle, capsys, tmp_path):
 
 def test_data_dir_with_embedded_dataset_is_refused(tmp_path, capsys):
     assert main(["run", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
-    assert "argument --data-dir: is read only with --dataset mnist, agnews" in (
+    assert "argument --data-dir: is read only with dataset mnist, agnews" in (
         capsys.readouterr().err
     )
 

@@ -229,7 +229,7 @@ def test_sampling_is_seeded_and_without_replacement():
 
 
 def test_divergence_nan_is_reported():
-    cfg = FedConfig(method="fedavg", lr=1e6, momentum=0.0, **{**SMALL, "num_rounds": 4})
+    cfg = FedConfig(method="fedavg", lr=100.0, momentum=0.0, **{**SMALL, "num_rounds": 4})
     h = run_reference(cfg)
     assert h.diverged and "lr=" in h.divergence_reason
     with pytest.raises(core.DivergenceError):

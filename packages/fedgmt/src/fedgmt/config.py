@@ -1,4 +1,6 @@
-"""Run configuration: the :class:`FedConfig` dataclass with validation.
+"""Run configuration: :class:`FedConfig` (one federated run), :class:`DemoConfig` and
+:class:`EvaluateConfig`; each field is a ``param(default, doc, range)`` from which the CLI makes its
+flag. Standard library only (no torch until a config is validated against the method registry).
 
 Keys are the options of the official FL-SAM code where it has them (``gamma``, ``tau``, ``ema_alpha``,
 ``beta``...). In a Flower ``run_config`` the same keys are written with hyphens (``ema-alpha``); :meth:`FedConfig.from_run_config` / :meth:`FedConfig.to_run_config` convert.
@@ -18,185 +20,251 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10: tomli (a dependency of flwr)
     import tomli as _toml
 
-from .methods import REGISTRY, get_method
+from ._contract import REQUIRED, ConfigError, check_config, param
+
+__all__ = [
+    "DATASETS",
+    "ENGINES",
+    "METHODS",
+    "PARTITIONS",
+    "ConfigError",
+    "DemoConfig",
+    "EvaluateConfig",
+    "FedConfig",
+]
 
 METHODS = ("fedgmt", "fedgmt-kl", "fedavg", "fedsam", "feddyn", "scaffold", "fedspeed")
 """Built-in methods (one class each in :mod:`fedgmt.methods`). ``fedgmt-kl`` is FedGMT with the
 dual off (beta = inf). Further :class:`fedgmt.methods.Method` subclasses are accepted too."""
-assert set(METHODS) <= set(REGISTRY)
 DATASETS = ("digits", "mnist", "agnews", "agnews-minilm", "synthetic")
+DATA_DATASETS = ("mnist", "agnews", "agnews-minilm")
+"""Datasets read from ``data_dir`` (the others are embedded or generated)."""
 PARTITIONS = ("dirichlet", "iid", "shards")
-SAM_METHODS = tuple(m for m in METHODS if not REGISTRY[m].dp_ok)
 DUAL_METHODS = ("fedgmt", "feddyn", "fedspeed")
+DATA_FIELDS = ("dataset", "data_dir", "max_train_samples")
+PARTITION_FIELDS = (
+    *DATA_FIELDS, "num_clients", "partition", "dirichlet_alpha", "shards_per_client",
+    "min_partition_size", "self_balancing", "partition_seed",
+)  # fmt: skip
+"""The fields that decide the data and its partition (what ``partition_stats`` reads)."""
+CHECK_FIELDS = (
+    *PARTITION_FIELDS, "lr", "lr_decay", "momentum", "weight_decay", "batch_size", "local_epochs",
+    "beta", "prox",
+)  # fmt: skip
+"""The fields the stability guard reads (what ``stability_check`` needs)."""
+ENGINES = ("reference", "flower")
+"""The in-process loop, or Flower's simulation engine (Ray); both give the same model."""
+SEED_MAX = 2**32 - 1
+BETA_MAX = 1e5
+"""Largest finite beta (``inf``, the dual off, is accepted as well)."""
+
+
+def _frac(default: float, doc: str, **kw: Any) -> Any:
+    return param(default, doc, low=0.0, high=1.0, **kw)
 
 
 @dataclass
 class FedConfig:
     """Configuration of one federated run (defaults: the embedded scikit-learn digits setup).
 
-    Every field is validated by :meth:`validate` (called in ``__post_init__``); a bad value raises
-    ``ValueError`` naming the field, the value and what is accepted.
+    Every field carries its default, a one-line doc and the values it accepts (the CLI makes one flag
+    per field from the same declaration); :func:`check_config` checks them when the config is built
+    and :meth:`validate` the combinations. A bad value raises :class:`ConfigError` (a ``ValueError``)
+    whose ``field`` names the field. Standard library only: importing this module does not import
+    torch.
     """
 
     # what
-    method: str = "fedgmt"
-    dataset: str = "digits"
-    data_dir: str | None = None
-    model: str = "auto"
-    max_train_samples: int | None = None
+    method: str = param(
+        "fedgmt", "federated method (fedgmt.METHODS or a registered Method subclass)", flag=False
+    )
+    dataset: str = param("digits", "dataset (digits is embedded in scikit-learn)", choices=DATASETS)
+    data_dir: str | None = param(
+        None,
+        "folder of the real data: the MNIST IDX files or the AG News test.csv (read for mnist, "
+        "agnews, agnews-minilm; auto: $ICML25_DATA/mnist/raw or $ICML25_DATA/ag_news)",
+        none="auto",
+    )
+    model: str = param("auto", "model (cnn: MNIST only)", choices=("auto", "mlp", "cnn"))
+    max_train_samples: int | None = param(
+        None, "subsample the training set to this many samples (speed)", low=1, high=10**8,
+        none="all",
+    )  # fmt: skip
     # federation
-    num_clients: int = 20
-    fraction_train: float = 0.25
-    num_rounds: int = 60
-    partition: str = "dirichlet"
-    dirichlet_alpha: float = 0.1
-    shards_per_client: int = 2
-    min_partition_size: int = 10
-    self_balancing: bool = False
-    partition_seed: int = 0
-    seed: int = 0
+    num_clients: int = param(20, "number of clients N", low=1, high=100_000)
+    fraction_train: float = _frac(0.25, "fraction f of clients sampled per round", low_open=True)
+    num_rounds: int = param(60, "number of server rounds", low=1, high=1_000_000)
+    partition: str = param("dirichlet", "partition scheme", choices=PARTITIONS)
+    dirichlet_alpha: float = param(
+        0.1, "Dirichlet concentration alpha", low=0.0, low_open=True, high=1e5
+    )
+    shards_per_client: int = param(2, "shards per client (shards)", low=1, high=100_000)
+    min_partition_size: int = param(
+        10, "minimum samples per client (moved from the largest client)", low=1, high=10**7
+    )
+    self_balancing: bool = param(False, "re-balance the partition sizes")
+    partition_seed: int = param(
+        0, "seed of the partition (fixed across methods and seeds)", low=0, high=SEED_MAX
+    )
+    seed: int = param(0, "seed of init and client sampling", low=0, high=SEED_MAX)
     # local optimiser (torch SGD semantics)
-    lr: float = 0.01
-    lr_decay: float = 0.998
-    momentum: float = 0.9
-    weight_decay: float = 1e-5
-    batch_size: int = 16
-    local_epochs: int = 5
+    lr: float = param(0.01, "local learning rate eta_0", low=0.0, low_open=True, high=100.0)
+    lr_decay: float = _frac(0.998, "per-round learning-rate decay d", low_open=True)
+    momentum: float = _frac(0.9, "SGD momentum mu", high_open=True)
+    weight_decay: float = param(1e-5, "SGD weight decay lambda", low=0.0, high=1.0)
+    batch_size: int = param(16, "local batch size B", low=1, high=1_000_000)
+    local_epochs: int = param(5, "local epochs E", low=1, high=10_000)
     # FedGMT: KL to the EMA teacher (gamma, tau, ema_alpha) and the dual h_i / beta
-    gamma: float = 1.0
-    tau: float = 3.0
-    ema_alpha: float = 0.95
-    beta: float = 10.0
-    dual_average: str = "all"
-    ema_location: str = "server"
-    prox: float = 0.0
-    teacher_mode: str = "eval"
-    aggregation_weights: str = "samples"
+    gamma: float = param(1.0, "FedGMT KL strength gamma", low=0.0, high=1e4)
+    tau: float = param(3.0, "FedGMT KL temperature tau", low=0.0, low_open=True, high=1e4)
+    ema_alpha: float = _frac(0.95, "FedGMT EMA coefficient alpha")
+    beta: float = param(
+        10.0, "dual penalty beta of fedgmt/feddyn/fedspeed (inf turns the dual off)",
+        low=0.0, low_open=True, high=BETA_MAX,
+    )  # fmt: skip
+    dual_average: str = param(
+        "all", "server dual correction: H/N over all clients, or the mean h_i of the sampled ones",
+        choices=("all", "active"),
+    )  # fmt: skip
+    ema_location: str = param("server", "where the EMA is kept", choices=("server", "client"))
+    prox: float = param(0.0, "optional FedGMT prox nu (not in the paper)", low=0.0, high=1e5)
+    teacher_mode: str = param(
+        "eval", "mode of the EMA teacher's forward pass", choices=("eval", "train")
+    )
+    aggregation_weights: str = param(
+        "samples", "weights of the client average", choices=("samples", "uniform")
+    )
     # baselines
-    rho: float = 0.05
-    server_lr: float = 1.0
+    rho: float = param(0.05, "SAM radius rho (fedsam, fedspeed)", low=0.0, high=100.0)
+    server_lr: float = param(
+        1.0, "SCAFFOLD server learning rate", low=0.0, low_open=True, high=100.0
+    )
     # guard
-    allow_unstable: bool = False
-    on_divergence: str = "stop"
+    allow_unstable: bool = param(False, "run even if the stability guard finds kappa_max >= 2")
+    on_divergence: str = param(
+        "stop",
+        "on a diverged round: stop the run, warn and keep training while the numbers are finite, "
+        "or raise (a traceback); stop and warn exit with code 3",
+        choices=("stop", "warn", "raise"),
+    )
     # differential privacy (Opacus, extra [dp])
-    dp: bool = False
-    dp_noise: float = 1.0
-    dp_clip: float = 1.0
-    dp_delta: float = 1e-5
-    central_dp: str = "none"
+    dp: bool = param(False, "DP-SGD on local training with Opacus, needs fedgmt[dp]")
+    dp_noise: float = param(1.0, "DP noise multiplier sigma", low=0.0, high=1e4)
+    dp_clip: float = param(
+        1.0, "DP per-sample clipping norm C", low=0.0, low_open=True, high=1e7, high_open=True
+    )
+    dp_delta: float = _frac(1e-5, "DP delta, below 1/n_i", low_open=True, high_open=True)
+    central_dp: str = param(
+        "none",
+        "Flower engine: wrap the strategy in Flower's DifferentialPrivacyServerSideFixedClipping "
+        "(noise dp_noise, clip dp_clip; no accountant); refused for methods whose server state "
+        "re-adds un-noised client updates (fedgmt, feddyn, fedspeed, scaffold)",
+        choices=("none", "server-fixed-clipping"),
+    )
     # faults and state
-    fail_fraction: float = 0.0
-    dual_store: str = "client"
-    round_timeout: float = 3600.0
+    fail_fraction: float = _frac(
+        0.0,
+        "simulated dropout: each sampled client fails mid-round with this probability (its "
+        "update is lost, its state kept); 0 = off",
+        high_open=True,
+    )
+    dual_store: str = param(
+        "client",
+        "where client duals/control variates live: in the client (Flower context.state) or on "
+        "the server, sent with each message (stateless clients)",
+        choices=("client", "server"),
+    )
+    round_timeout: float = param(
+        3600.0,
+        "Flower: seconds to wait for a round's replies; a client that has not replied by then "
+        "is left out of the round",
+        low=0.0, low_open=True, high=604_800.0,
+    )  # fmt: skip
     # misc
-    val_fraction: float = 0.0
-    client_threads: int = 1
-    last_k: int = 10
+    val_fraction: float = _frac(
+        0.0,
+        "hold out this stratified fraction of the training data as a validation split "
+        "(model selection; the test set is untouched)",
+        high_open=True,
+    )
+    client_threads: int = param(1, "torch threads per client", low=1, high=1024)
+    last_k: int = param(10, "headline: mean accuracy of the last k rounds", low=1, high=1_000_000)
 
     def __post_init__(self) -> None:
+        beta = self.beta
+        dual_off = isinstance(beta, float) and beta == math.inf
+        if dual_off:  # inf (dual off) is the one value beyond BETA_MAX that beta accepts
+            self.beta = BETA_MAX
+        try:
+            check_config(self)
+        except ConfigError as exc:
+            if exc.field != "beta":
+                raise
+            raise ConfigError("beta", f"{exc}, or inf (the dual off)") from None
+        finally:
+            if dual_off:
+                self.beta = math.inf
         self.validate()
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first invalid field."""
+        """The checks that involve several fields; :class:`ConfigError` names the field to change.
 
-        def bad(name: str, accepted: str) -> ValueError:
-            return ValueError(f"invalid {name}={getattr(self, name)!r}: expected {accepted}")
-
-        def choice(name: str, options: tuple[str, ...]) -> None:
-            if getattr(self, name) not in options:
-                raise bad(name, "one of " + ", ".join(options))
+        (Each field's own range is checked by :func:`check_config` when the config is built.)"""
+        from .methods import REGISTRY, get_method  # torch: only when a config is built
 
         if self.method not in REGISTRY:
-            raise bad("method", "one of " + ", ".join(REGISTRY))
-        choice("dataset", DATASETS)
-        choice("partition", PARTITIONS)
-        choice("model", ("auto", "mlp", "cnn"))
-        choice("dual_average", ("all", "active"))
-        choice("ema_location", ("server", "client"))
-        choice("teacher_mode", ("eval", "train"))
-        choice("aggregation_weights", ("samples", "uniform"))
-        choice("on_divergence", ("stop", "raise", "warn"))
-        choice("dual_store", ("client", "server"))
-        choice("central_dp", ("none", "server-fixed-clipping"))
+            raise ConfigError(
+                "method", f"method={self.method!r}: expected one of {', '.join(REGISTRY)}"
+            )
+        method = get_method(self.method)
         if self.central_dp != "none":
-            if not get_method(self.method).central_dp_ok:
-                raise bad(
+            if not method.central_dp_ok:
+                raise ConfigError(
                     "central_dp",
-                    f"none for method {self.method}: a central-DP wrapper noises only the "
-                    "aggregate, while this method's server state (the dual sum H or SCAFFOLD's "
-                    "control variate) re-adds un-noised client updates; use fedgmt-kl, fedavg or "
-                    "fedsam, or local DP-SGD (--dp)",
+                    f"central_dp={self.central_dp!r}: expected none for method {self.method}: a "
+                    "central-DP wrapper noises only the aggregate, while this method's server "
+                    "state (the dual sum H or SCAFFOLD's control variate) re-adds un-noised "
+                    "client updates; use fedgmt-kl, fedavg or fedsam, or local DP-SGD (dp)",
                 )
             if self.dual_store != "client" or self.dp:
-                raise bad("central_dp", "none together with dual_store=server or local dp")
-        if not (0.0 <= self.fail_fraction < 1.0):
-            raise bad("fail_fraction", "a fraction in [0, 1)")
-        if not (0.0 <= self.val_fraction < 1.0):
-            raise bad("val_fraction", "a fraction in [0, 1)")
-        if not (math.isfinite(self.round_timeout) and self.round_timeout > 0):
-            raise bad("round_timeout", "a finite number of seconds > 0")
-        if self.model == "cnn" and self.dataset != "mnist":
-            raise bad("model", "auto or mlp for this dataset (the CNN takes 28x28 MNIST images)")
-        for name in ("num_clients", "num_rounds", "batch_size", "local_epochs", "client_threads"):
-            if int(getattr(self, name)) < 1:
-                raise bad(name, "an integer >= 1")
-        if self.min_partition_size < 1:
-            raise bad("min_partition_size", "an integer >= 1")
-        if self.shards_per_client < 1:
-            raise bad("shards_per_client", "an integer >= 1")
-        if self.last_k < 1:
-            raise bad("last_k", "an integer >= 1")
-        if not (0.0 < self.fraction_train <= 1.0):
-            raise bad("fraction_train", "a fraction in (0, 1]")
-        if not (math.isfinite(self.dirichlet_alpha) and self.dirichlet_alpha > 0):
-            raise bad("dirichlet_alpha", "a finite number > 0")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise bad("lr", "a finite number > 0")
-        if not (0.0 < self.lr_decay <= 1.0):
-            raise bad("lr_decay", "a number in (0, 1]")
-        if not (0.0 <= self.momentum < 1.0):
-            raise bad("momentum", "a number in [0, 1)")
-        if self.weight_decay < 0:
-            raise bad("weight_decay", "a number >= 0")
-        if not (math.isfinite(self.gamma) and self.gamma >= 0):
-            raise bad("gamma", "a finite number >= 0")
-        if not (math.isfinite(self.tau) and self.tau > 0):
-            raise bad("tau", "a finite number > 0")
-        if not (0.0 <= self.ema_alpha <= 1.0):
-            raise bad("ema_alpha", "a number in [0, 1]")
-        if not (self.beta > 0):  # inf allowed: dual off
-            raise bad("beta", "a number > 0 (inf turns the dual off)")
-        if not (math.isfinite(self.prox) and self.prox >= 0):
-            raise bad("prox", "a finite number >= 0")
-        if not (math.isfinite(self.rho) and self.rho >= 0):
-            raise bad("rho", "a finite number >= 0")
-        if not (math.isfinite(self.server_lr) and self.server_lr > 0):
-            raise bad("server_lr", "a finite number > 0")
-        if self.max_train_samples is not None and self.max_train_samples < 1:
-            raise bad("max_train_samples", "an integer >= 1 or None")
-        if self.dp:
-            if not get_method(self.method).dp_ok:
-                raise ValueError(
-                    "dp is not supported for SAM-based methods "
-                    "(the ascent step would use a non-private gradient)"
+                raise ConfigError(
+                    "central_dp",
+                    f"central_dp={self.central_dp!r}: expected none together with "
+                    "dual_store=server or local dp",
                 )
-            if not (self.dp_noise >= 0 and math.isfinite(self.dp_noise)):
-                raise bad("dp_noise", "a finite number >= 0")
-            if not (self.dp_clip > 0 and math.isfinite(self.dp_clip)):
-                raise bad("dp_clip", "a finite number > 0")
-            if not (0.0 < self.dp_delta < 1.0):
-                raise bad("dp_delta", "a number in (0, 1)")
+        if self.model == "cnn" and self.dataset != "mnist":
+            raise ConfigError(
+                "model",
+                f"model='cnn': expected auto or mlp for dataset {self.dataset} (the CNN takes "
+                "28x28 MNIST images)",
+            )
+        if self.data_dir is not None and self.dataset not in DATA_DATASETS:
+            raise ConfigError(
+                "data_dir",
+                f"is read only with dataset {', '.join(DATA_DATASETS)}, not {self.dataset} "
+                "(embedded or generated)",
+            )
+        if self.dp and not method.dp_ok:
+            raise ConfigError(
+                "dp",
+                f"dp is not supported for SAM-based methods such as {self.method} "
+                "(the ascent step would use a non-private gradient)",
+            )
 
     # ------------------------------------------------------------------ derived
     @property
     def effective_beta(self) -> float:
         """beta used by the dual; ``inf`` (dual off) for fedgmt-kl and the non-dual methods."""
+        from .methods import get_method
+
         return get_method(self.method).beta(self)
 
     @property
     def uses_kl(self) -> bool:
         """True when the trajectory KL term (and so the EMA teacher) is active."""
+        from .methods import get_method
+
         return get_method(self.method).uses_kl(self)
 
     @property
@@ -223,6 +291,12 @@ class FedConfig:
                 v = "inf"
             out[f.name.replace("_", "-")] = v
         return out
+
+    @classmethod
+    def flag_fields(cls) -> list[str]:
+        """The fields that are command-line flags (all but ``method``, which the CLI's
+        ``--strategy`` sets, and ``seed``, a common flag)."""
+        return [f.name for f in fields(cls) if f.metadata["icml25"].flag and f.name != "seed"]
 
     @classmethod
     def from_run_config(cls, run_config: dict[str, Any]) -> FedConfig:
@@ -255,6 +329,45 @@ def _coerce(type_name: Any, value: Any) -> Any:
     if t.startswith("str"):
         return str(value)
     return value
+
+
+@dataclass
+class DemoConfig:
+    """``fedgmt demo``: FedAvg vs FedGMT on the embedded scikit-learn digits data
+    (:func:`fedgmt.experiments.run_demo`)."""
+
+    quick: bool = param(
+        False, "60 rounds on the in-process reference engine (off: 30 rounds on Flower)"
+    )
+    engine: str | None = param(
+        None, "reference or flower (auto: reference with --quick, else flower)", choices=ENGINES,
+        none="auto",
+    )  # fmt: skip
+    seeds: tuple[int, ...] | None = param(
+        None, "seeds of init and sampling (auto: seed)", low=0, high=SEED_MAX, none="auto"
+    )
+    seed: int = param(0, "seed when seeds is auto", low=0, high=SEED_MAX)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+@dataclass
+class EvaluateConfig:
+    """``fedgmt evaluate``: score a saved global model on the test split
+    (:func:`fedgmt.experiments.evaluate_model`)."""
+
+    model: Path = param(
+        REQUIRED, "the saved global model or checkpoint (<out>/models/*.pt of run); its "
+        "configuration rebuilds the architecture and the data split", path="file",
+    )  # fmt: skip
+    data_dir: Path | None = param(
+        None, "folder of the real data, if not where the model was trained (auto: the model's)",
+        path="dir", none="auto",
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_config(self)
 
 
 # ---------------------------------------------------------------------------- presets

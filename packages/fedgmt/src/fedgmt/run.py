@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from .config import FedConfig
-from .metrics import History
+if TYPE_CHECKING:  # torch: only when a run starts
+    from .config import FedConfig
+    from .metrics import History
 
 __all__ = ["run"]
 
