@@ -52,7 +52,7 @@ ENV_METHODS = ("irm", "vrex", "groupdro")
 ARCH_NAMES = ("gcn", "gin", "sage")
 SCHEME_NAMES = ("upwind", "arithmetic", "logmean")
 _SEED = 2**31 - 1
-_BIG = 1e6  # "large" for penalty weights and step sizes: far beyond any useful value
+_BIG = 1e5  # "large" for penalty weights and step sizes: far beyond any useful value
 _DOMAIN = re.compile(r"degree|word|norm|time|attr:\w+")
 _GRAPH = re.compile(r"induced|complete|none|(khop|knn)(:[1-9]\d{0,5})?")
 
