@@ -111,3 +111,16 @@ def test_the_cli_and_the_configs_do_not_import_torch():
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.slow
+def test_the_readme_quickstart_call_on_cora(tmp_path, cora_dir, monkeypatch):
+    monkeypatch.setenv("ICML25_DATA", str(cora_dir.parents[1]))
+    # the README's call, with 2 epochs, width 8 and one seed
+    cfg = T.TrainRunConfig(
+        dataset="cora", shift="covariate", hidden=8, seeds=1, epochs=2, baselines=("erm",)
+    )
+    result = T.run_train(cfg, out=tmp_path)
+    assert result.data_name == "Cora" and result.split["source"] == "built"
+    assert set(result.methods["tar"]["mean_std"]["ood_test_acc"]) == {"mean", "std"}
+    assert (tmp_path / "model.pt").is_file()
