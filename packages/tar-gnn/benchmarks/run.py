@@ -29,11 +29,11 @@ from typing import Any
 
 import tar_gnn as T
 import torch
+from _common import data_root, write_readme
 
 HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULTS = HERE / "results"
-README = PKG / "README.md"
 
 BASELINES: dict[str, tuple[str, dict[str, Any]]] = {
     "erm": ("erm", {}),
@@ -61,11 +61,6 @@ SETTINGS = {
     "cora-word-concept": ("cora", "concept", "word"),
     "csbm-concept": ("csbm", "concept", None),
 }
-
-
-def data_root() -> Path:
-    default = PKG.parents[1].parent / "shared" / "data"
-    return Path(os.environ.get("ICML25_DATA", default))
 
 
 def build(setting: str) -> Any:
@@ -300,16 +295,6 @@ def render(results: dict[str, dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_readme(block: str) -> None:
-    text = README.read_text(encoding="utf-8")
-    start, end = "<!-- results:start -->", "<!-- results:end -->"
-    if start not in text or end not in text:
-        raise SystemExit("README.md has no results markers")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    README.write_text(head + block + tail, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--dataset", choices=["all", "cora", "csbm"], default="all")
@@ -370,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
         if f.is_file():
             results[s] = json.loads(f.read_text())
     if results:
-        write_readme(render(results, meta))
+        write_readme(render(results, meta), "results")
         print(f"rendered {len(results)} settings into README.md")
     return 0
 

@@ -33,11 +33,11 @@ from typing import Any
 
 import tar_gnn as T
 import torch
+from _common import data_root, write_readme
 
 HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULTS = HERE / "results"
-README = PKG / "README.md"
 
 # label -> (method, method options, TrainConfig overrides); four per method (equal budget)
 GRID: dict[str, list[tuple[str, str, dict[str, Any], dict[str, Any]]]] = {
@@ -74,11 +74,6 @@ PAPER = [
     for domain in domains
     for shift in ("covariate", "concept")
 ]
-
-
-def data_root() -> Path:
-    default = PKG.parents[1].parent / "shared" / "data"
-    return Path(os.environ.get("ICML25_DATA", default))
 
 
 def train_config(setting: str) -> T.TrainConfig:
@@ -582,16 +577,6 @@ def render(results: dict[str, Any], diag: dict[str, Any] | None, tim: dict[str, 
     return "\n".join(lines)
 
 
-def write_readme(block: str) -> None:
-    text = README.read_text(encoding="utf-8")
-    start, end = "<!-- shift:start -->", "<!-- shift:end -->"
-    if start not in text or end not in text:
-        raise SystemExit("README.md has no shift markers")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    README.write_text(head + block + tail, encoding="utf-8")
-
-
 def load_all() -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None]:
     results: dict[str, Any] = {}
     names = list(SETTINGS) + [f"good-{n}-{d}-{s}" for n, d, s in PAPER]
@@ -693,7 +678,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.timing:
             timing(args.timing_repeats)
     results, diag, tim = load_all()
-    write_readme(render(results, diag, tim))
+    write_readme(render(results, diag, tim), "shift")
     print("rendered the shift block into README.md")
     return 0
 

@@ -159,7 +159,11 @@ def test_user_column_domain_file(tmp_path):
         (["train", "--domain", "colour"], "--domain"),
         (["train", "--transport-graph", "ring"], "--transport-graph"),
         (["train", "--beta", "-1"], "--beta"),
-        (["train", "--dataset", "cora"], "--data"),
+        (["train", "--epochs", "1e11"], "--epochs"),
+        (["train", "--beta", "1e300"], "--beta"),
+        (["train", "--lr", "1e30"], "--lr"),
+        (["split", "--n-nodes", "1e12"], "--n-nodes"),
+        (["train", "--seeds", "0"], "--seeds"),
         (
             [
                 "train",
@@ -182,6 +186,23 @@ def test_bad_input_names_the_flag(tmp_path, capsys, argv, flag):
     assert main([*argv, "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0]
+
+
+def test_named_dataset_needs_data_or_icml25_data(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ICML25_DATA", raising=False)
+    out = tmp_path / "x"
+    assert main(["train", "--dataset", "cora", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--data" in err[0] and "ICML25_DATA" in err[0]
+    assert not out.exists()  # the failed run leaves no folder behind
+
+
+def test_named_dataset_resolves_under_icml25_data(tmp_path, cora_dir, monkeypatch):
+    monkeypatch.setenv("ICML25_DATA", str(cora_dir.parents[1]))
+    out = tmp_path / "s"
+    assert main(["split", "--dataset", "cora", "--out", str(out), "--quiet"]) == 0
+    info = json.loads((out / "split.json").read_text())
+    assert info["num_nodes"] == 2708 and info["split"]["source"] == "built"
 
 
 def test_env_method_without_environments_is_a_usage_error(tmp_path, capsys):

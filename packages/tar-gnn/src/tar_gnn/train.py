@@ -15,11 +15,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from .config import TrainConfig
 from .methods import TAR, Method, StepContext, per_node_loss
 from .models import GNN, sparse_input
 from .splits import MASKS
 
 __all__ = [
+    "NonFiniteLossError",
     "TrainConfig",
     "TrainResult",
     "evaluate_masks",
@@ -30,20 +32,8 @@ __all__ = [
 EVAL_MASKS = ("id_val_mask", "id_test_mask", "ood_val_mask", "ood_test_mask")
 
 
-@dataclass
-class TrainConfig:
-    """GOOD's node-task defaults: 3-layer GCN, width 300, dropout 0.5, Adam lr 1e-3, 100 epochs."""
-
-    epochs: int = 100
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    hidden: int = 300
-    layers: int = 3
-    dropout: float = 0.5
-    arch: str = "gcn"
-    milestones: tuple[int, ...] = (150,)
-    gamma: float = 0.1
-    device: str = "cpu"
+class NonFiniteLossError(FloatingPointError):
+    """The training loss stopped being finite: the run trained nothing worth reporting."""
 
 
 @dataclass
@@ -107,7 +97,8 @@ def train_node_classifier(
 ) -> TrainResult:
     """Train a :class:`~tar_gnn.GNN` on ``data.train_mask`` with ``method``'s objective.
 
-    The random state is forked, so the caller's global RNG is left as it was. ``flagged`` [N] (e.g.
+    ``config.epochs`` auto means 100 epochs. A loss that stops being finite raises
+    :class:`NonFiniteLossError`. The random state is forked, so the caller's global RNG is left as it was. ``flagged`` [N] (e.g.
     ``data.minority``) makes TAR runs log the weight mass on the flagged training nodes.
     """
     cfg = config or TrainConfig()
@@ -160,12 +151,17 @@ def train_node_classifier(
         history: list[dict[str, float]] = []
         diagnostics: list[dict[str, float]] = []
         times: list[float] = []
-        for epoch in range(cfg.epochs):
+        for epoch in range(cfg.n_epochs):
             model.train()
             start = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             logits = model(x, edge_index)[tm]
             loss = method.loss(logits, y_tr, ctx)
+            if not bool(torch.isfinite(loss.detach())):
+                raise NonFiniteLossError(
+                    f"the training loss is {float(loss.detach())} at epoch {epoch}: training "
+                    "diverged and nothing is reported (a smaller learning rate may help)"
+                )
             loss.backward()
             opt.step()
             sched.step()
@@ -214,6 +210,8 @@ def _argmax(history: list[dict[str, float]], key: str) -> int:
 
 
 def config_dict(cfg: TrainConfig) -> dict[str, Any]:
+    """The fields of ``cfg`` as JSON values (auto epochs as the number they stand for)."""
     out = asdict(cfg)
+    out["epochs"] = cfg.n_epochs
     out["milestones"] = list(cfg.milestones)
     return out
