@@ -19,6 +19,13 @@ _EXPORTS = {
     "PyGGCNEncoder": "baselines",
     "SOURCES": "config",
     "CurMGAEConfig": "config",
+    "ConfigError": "config",
+    "DemoConfig": "config",
+    "EvaluateConfig": "config",
+    "PretrainConfig": "config",
+    "run_demo": "experiments",
+    "run_evaluate": "experiments",
+    "run_pretrain": "experiments",
     "load_dataset": "data",
     "load_planetoid": "data",
     "make_curriculum_sbm": "data",
@@ -57,6 +64,13 @@ _EXPORTS = {
 
 __all__ = [
     "SOURCES",
+    "ConfigError",
+    "DemoConfig",
+    "EvaluateConfig",
+    "PretrainConfig",
+    "run_demo",
+    "run_evaluate",
+    "run_pretrain",
     "CrossCorrelationDecoder",
     "CurMGAE",
     "CurMGAEConfig",
@@ -118,7 +132,14 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .baselines import GAEBaseline, PyGGCNEncoder
-    from .config import SOURCES, CurMGAEConfig
+    from .config import (
+        SOURCES,
+        ConfigError,
+        CurMGAEConfig,
+        DemoConfig,
+        EvaluateConfig,
+        PretrainConfig,
+    )
     from .data import (
         load_dataset,
         load_planetoid,
@@ -127,6 +148,7 @@ if TYPE_CHECKING:
         prepare_graph,
         split_edges,
     )
+    from .experiments import run_demo, run_evaluate, run_pretrain
     from .evaluation import adamic_adar, hits_at_k, linear_probe, link_metrics, svm_cv
     from .losses import bce_loss, full_softmax_loss, sampled_softmax_loss
     from .masking import (
