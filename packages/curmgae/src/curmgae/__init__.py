@@ -65,17 +65,13 @@ _EXPORTS = {
 __all__ = [
     "SOURCES",
     "ConfigError",
-    "DemoConfig",
-    "EvaluateConfig",
-    "PretrainConfig",
-    "run_demo",
-    "run_evaluate",
-    "run_pretrain",
     "CrossCorrelationDecoder",
     "CurMGAE",
     "CurMGAEConfig",
     "CurriculumMask",
+    "DemoConfig",
     "EdgeMasker",
+    "EvaluateConfig",
     "FitHistory",
     "GAEBaseline",
     "GNNEncoder",
@@ -83,6 +79,7 @@ __all__ = [
     "MaskContext",
     "NoMask",
     "PathMask",
+    "PretrainConfig",
     "PyGGCNEncoder",
     "RandomMask",
     "SelfPacedEdgeScheduler",
@@ -103,6 +100,9 @@ __all__ = [
     "prepare_graph",
     "random_mask",
     "residuals",
+    "run_demo",
+    "run_evaluate",
+    "run_pretrain",
     "sampled_softmax_loss",
     "save_checkpoint",
     "solve_selection",
@@ -148,8 +148,8 @@ if TYPE_CHECKING:
         prepare_graph,
         split_edges,
     )
-    from .experiments import run_demo, run_evaluate, run_pretrain
     from .evaluation import adamic_adar, hits_at_k, linear_probe, link_metrics, svm_cv
+    from .experiments import run_demo, run_evaluate, run_pretrain
     from .losses import bce_loss, full_softmax_loss, sampled_softmax_loss
     from .masking import (
         CurriculumMask,

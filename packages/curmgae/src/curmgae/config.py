@@ -154,8 +154,12 @@ class CurMGAEConfig:
     mask_ratio: float = param(
         0.7, "largest masked fraction of the edges", low=0, low_open=True, high=1
     )
-    split_ratio: float = param(0.5, "fraction of the masked set chosen by difficulty", low=0, high=1)
-    beta: float = param(1.0, "scale beta of the pace threshold (Eq. 4)", low=0, low_open=True, high=_BIG)
+    split_ratio: float = param(
+        0.5, "fraction of the masked set chosen by difficulty", low=0, high=1
+    )
+    beta: float = param(
+        1.0, "scale beta of the pace threshold (Eq. 4)", low=0, low_open=True, high=_BIG
+    )
     gamma: float = param(0.0, "weight gamma of the penalty on S (Eq. 4)", low=0, high=_BIG)
     penalty: str = param("l1", "penalty on the selection S (Eq. 4)", choices=PENALTIES)
     residual: str = param("abs", "residual of an edge (difficulty)", choices=RESIDUALS)
@@ -197,9 +201,7 @@ class CurMGAEConfig:
     update_every: int = param(1, "epochs between S-steps (residuals, lambda, mask)", low=1,
                               high=100_000)  # fmt: skip
     mask_unit: str = param("undirected", "what a masked edge is", choices=MASK_UNITS)
-    anti_curriculum: bool = param(
-        False, "mask the hardest edges first (diagnostic)", flag=False
-    )
+    anti_curriculum: bool = param(False, "mask the hardest edges first (diagnostic)", flag=False)
     path_root_ratio: float = param(
         0.7, "fraction of nodes starting a walk (path masking)", low=0, low_open=True, high=1
     )
@@ -281,7 +283,9 @@ class PretrainConfig:
     root: Path | None = param(None, _ROOT, path="dir", none="auto")
     force_reload: bool = param(False, _RELOAD)
     quick: bool = param(False, "small synthetic graph: 1,000 nodes, 5,000 edges (else 5,000 nodes)")
-    method: str = param("curmgae", "curmgae, or a baseline on the same loop", choices=tuple(METHODS))
+    method: str = param(
+        "curmgae", "curmgae, or a baseline on the same loop", choices=tuple(METHODS)
+    )
     split_seed: int = param(234, "seed of the 85/5/10 edge split", low=0, high=_SEED)
     threads: int = param(1, _THREADS, low=1, high=1024)
     seed: int = param(0, "random seed of the training run", low=0, high=_SEED)
@@ -337,7 +341,7 @@ class EvaluateConfig:
         names=DATASET_NAMES, none="checkpoint",
     )  # fmt: skip
     root: Path | None = param(
-        None, _ROOT.replace("(auto:", "(auto: the checkpoint's, else") , path="dir", none="auto"
+        None, _ROOT.replace("(auto:", "(auto: the checkpoint's, else"), path="dir", none="auto"
     )
     force_reload: bool = param(False, _RELOAD)
     threads: int = param(1, _THREADS, low=1, high=1024)

@@ -337,9 +337,7 @@ def run_evaluate(cfg: EvaluateConfig, out: str | Path | None = None) -> Evaluate
     )
 
 
-def run_demo(
-    cfg: DemoConfig, out: str | Path | None = None, progress: bool = False
-) -> DemoResult:
+def run_demo(cfg: DemoConfig, out: str | Path | None = None, progress: bool = False) -> DemoResult:
     """Cur-MGAE, the random-mask backbone (S2GAE) and PyG's GAE on the embedded synthetic graph with
     planted easy/medium/hard edges, over ``cfg.seeds`` training seeds; with ``out``, the curriculum
     plot of the first seed is written there."""
@@ -370,9 +368,7 @@ def run_demo(
         n: float((data.train_difficulty == k).float().mean())
         for k, n in enumerate(DIFFICULTY_NAMES)
     }
-    summary = {
-        m: {k: _mean_std(v) for k, v in vals.items()} for m, vals in per_seed.items()
-    }
+    summary = {m: {k: _mean_std(v) for k, v in vals.items()} for m, vals in per_seed.items()}
     result = DemoResult(desc, seeds, epochs, per_seed, summary, trace, base)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)

@@ -71,9 +71,9 @@ def evaluate(
             out["nc_svm_acc"] = svm_cv(emb, data.y)["acc"]
         if "linear_probe" in protocols:
             tr, va, te = node_masks(data, seed)
-            out["nc_probe_acc"] = linear_probe(emb, data.y, tr, va, te, seed=seed, epochs=probe_epochs)[
-                "acc"
-            ]
+            out["nc_probe_acc"] = linear_probe(
+                emb, data.y, tr, va, te, seed=seed, epochs=probe_epochs
+            )["acc"]
     return out
 
 
