@@ -136,12 +136,20 @@ class DemoResult:
 @contextlib.contextmanager
 def _refuse(field_name: str, *extra: type[BaseException]) -> Iterator[None]:
     """Input errors raised by a loader become one :class:`ConfigError` naming ``field_name``."""
-    errors = (ValueError, OSError, EOFError, KeyError, pickle.UnpicklingError, zipfile.BadZipFile)
+    errors: tuple[type[BaseException], ...] = (
+        ValueError,
+        OSError,
+        EOFError,
+        KeyError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        *extra,
+    )
     try:
         yield
     except ConfigError:
         raise
-    except (*errors, *extra) as exc:
+    except errors as exc:
         if isinstance(exc, KeyError):
             text = f"missing field {exc.args[0]!r}" if exc.args else "missing field"
         elif isinstance(exc, EOFError):
