@@ -115,7 +115,7 @@ SOURCES: dict[str, str] = {
 
 
 _MAX = 10**9  # "as many as you like" for counts that only need to be positive
-_BIG = 1e6  # upper bound of the positive scales (lambda, beta, gradient norm): far beyond any use
+_BIG = 1e5  # upper bound of the positive scales (lambda, beta, gradient norm): far beyond any use
 _SEED = 2**32 - 1  # numpy's seeds
 
 
