@@ -81,14 +81,22 @@ def test_declared_commands_and_result_files():
         assert not raw, (command["name"], raw)
 
 
-def test_bad_flag_values_are_one_line(tmp_path, capsys):
+def test_bad_flag_values_are_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ICML25_DATA", raising=False)  # Cora then needs --root
     out = str(tmp_path / "o")
     for argv, flag in [
         (["pretrain", "--mask-ratio", "1.5"], "--mask-ratio"),
         (["pretrain", "--lr", "-1"], "--lr"),
         (["pretrain", "--epochs", "0"], "--epochs"),
         (["pretrain", "--method", "bogus"], "--method"),
-        (["pretrain", "--method", "gae", "--loss", "bce"], "--loss"),
+        (["pretrain", "--method", "gae", "--loss", "full_softmax"], "--loss"),
+        (["pretrain", "--method", "split0", "--split-ratio", "0.3"], "--split-ratio"),
+        (["pretrain", "--lr", "1e30"], "--lr"),
+        (["pretrain", "--epochs", "100000000000"], "--epochs"),
+        (["pretrain", "--beta", "1e300"], "--beta"),
+        (["pretrain", "--device", "cuda"], "--device"),
+        (["evaluate", "--probe-epochs", "0"], "--probe-epochs"),
+        (["demo", "--epochs", "0"], "--epochs"),
         (["pretrain", "--mask-ratio", "0.01"], "--mask-ratio"),  # below min_mask_ratio 0.05
         (["pretrain", "--dataset", "Cora"], "--root"),
         (["demo", "--seeds", "0"], "--seeds"),

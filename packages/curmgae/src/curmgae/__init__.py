@@ -19,6 +19,13 @@ _EXPORTS = {
     "PyGGCNEncoder": "baselines",
     "SOURCES": "config",
     "CurMGAEConfig": "config",
+    "ConfigError": "config",
+    "DemoConfig": "config",
+    "EvaluateConfig": "config",
+    "PretrainConfig": "config",
+    "run_demo": "experiments",
+    "run_evaluate": "experiments",
+    "run_pretrain": "experiments",
     "load_dataset": "data",
     "load_planetoid": "data",
     "make_curriculum_sbm": "data",
@@ -57,11 +64,14 @@ _EXPORTS = {
 
 __all__ = [
     "SOURCES",
+    "ConfigError",
     "CrossCorrelationDecoder",
     "CurMGAE",
     "CurMGAEConfig",
     "CurriculumMask",
+    "DemoConfig",
     "EdgeMasker",
+    "EvaluateConfig",
     "FitHistory",
     "GAEBaseline",
     "GNNEncoder",
@@ -69,6 +79,7 @@ __all__ = [
     "MaskContext",
     "NoMask",
     "PathMask",
+    "PretrainConfig",
     "PyGGCNEncoder",
     "RandomMask",
     "SelfPacedEdgeScheduler",
@@ -89,6 +100,9 @@ __all__ = [
     "prepare_graph",
     "random_mask",
     "residuals",
+    "run_demo",
+    "run_evaluate",
+    "run_pretrain",
     "sampled_softmax_loss",
     "save_checkpoint",
     "solve_selection",
@@ -118,7 +132,14 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:
     from .baselines import GAEBaseline, PyGGCNEncoder
-    from .config import SOURCES, CurMGAEConfig
+    from .config import (
+        SOURCES,
+        ConfigError,
+        CurMGAEConfig,
+        DemoConfig,
+        EvaluateConfig,
+        PretrainConfig,
+    )
     from .data import (
         load_dataset,
         load_planetoid,
@@ -128,6 +149,7 @@ if TYPE_CHECKING:
         split_edges,
     )
     from .evaluation import adamic_adar, hits_at_k, linear_probe, link_metrics, svm_cv
+    from .experiments import run_demo, run_evaluate, run_pretrain
     from .losses import bce_loss, full_softmax_loss, sampled_softmax_loss
     from .masking import (
         CurriculumMask,

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from ._contract import ConfigError, check_config, param
 
 ENCODERS = ("gcn", "sage", "gin")
 DECODERS = ("cross", "inner_product")
@@ -111,20 +114,9 @@ SOURCES: dict[str, str] = {
 }
 
 
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name}={value!r} is not accepted; choose one of {', '.join(choices)}")
-
-
-def _check_range(
-    name: str, value: float, lo: float, hi: float, lo_open: bool, hi_open: bool
-) -> None:
-    ok_lo = value > lo if lo_open else value >= lo
-    ok_hi = value < hi if hi_open else value <= hi
-    if not (ok_lo and ok_hi):
-        left = "(" if lo_open else "["
-        right = ")" if hi_open else "]"
-        raise ValueError(f"{name}={value!r} is outside the accepted range {left}{lo}, {hi}{right}")
+_MAX = 10**9  # "as many as you like" for counts that only need to be positive
+_BIG = 1e5  # upper bound of the positive scales (lambda, beta, gradient norm): far beyond any use
+_SEED = 2**32 - 1  # numpy's seeds
 
 
 @dataclass
@@ -133,116 +125,121 @@ class CurMGAEConfig:
 
     ``masking`` selects the edge-masking strategy of the same training loop: ``curriculum`` (Cur-MGAE,
     Algorithm 1), ``random`` (S2GAE / "w/o Curri."), ``path`` (MaskGAE-style random-walk masking) or
-    ``none`` (reconstruct every training edge while it stays visible, GAE-style).
+    ``none`` (reconstruct every training edge while it stays visible, GAE-style). Every field is checked
+    when the config is built (:class:`ConfigError` names the field); ``curmgae pretrain`` makes one flag
+    per field (``masking``, ``decoder`` and ``anti_curriculum`` are chosen by ``--method``).
     """
 
     # backbone (paper Eq. 1-2)
-    encoder: str = "gcn"
-    num_layers: int = 2
-    hidden: int = 128
-    dropout: float = 0.5
-    decoder: str = "cross"
-    decode_layers: int = 2
-    decode_channels: int = 256
+    encoder: str = param("gcn", "GNN encoder of Eq. 1", choices=ENCODERS)
+    num_layers: int = param(2, "encoder depth K", low=1, high=64)
+    hidden: int = param(128, "embedding width d", low=1, high=65536)
+    dropout: float = param(0.5, "encoder dropout", low=0, high=1, high_open=True)
+    decoder: str = param(
+        "cross", "edge decoder (cross-layer Eq. 2, or inner product)", choices=DECODERS, flag=False
+    )
+    decode_layers: int = param(2, "layers of the decoder MLP", low=2, high=64)
+    decode_channels: int = param(256, "width of the decoder MLP", low=1, high=65536)
     # optimisation
-    lr: float = 1e-2
-    weight_decay: float = 0.0
-    epochs: int = 200
-    batch_size: int | None = None
-    grad_clip: float = 1.0
+    lr: float = param(1e-2, "Adam learning rate", low=0, low_open=True, high=10)
+    weight_decay: float = param(0.0, "Adam weight decay", low=0, high=10)
+    epochs: int = param(200, "training epochs", low=1, high=100_000)
+    batch_size: int | None = param(
+        None, "positives per step (all: every masked edge, one step per epoch, as S2GAE)",
+        low=1, high=_MAX, none="all",
+    )  # fmt: skip
+    grad_clip: float = param(1.0, "gradient-norm clip", low=0, low_open=True, high=_BIG)
     # masking and curriculum (paper Eq. 4, Algorithm 1)
-    masking: str = "curriculum"
-    mask_ratio: float = 0.7
-    split_ratio: float = 0.5
-    beta: float = 1.0
-    gamma: float = 0.0
-    penalty: str = "l1"
-    residual: str = "abs"
-    difficulty: str = "full"
-    held_out_folds: int = 2
-    s_solver: str = "closed_form"
-    lambda_pace: str = "rcl_inverse"
-    pacing: str = "linear"
-    pace_end: float | None = None
-    tie_break: str = "residual"
-    lambda_init: float | None = None
-    mu: float | None = None
-    base_lambda: float = 1.0
-    start_lambda: float = 1e-3
-    init_mask_ratio: float = 0.1
-    ramp_frac: float = 2.0 / 3.0
-    min_mask_ratio: float = 0.05
-    random_pool: str = "remaining"
-    update_every: int = 1
-    mask_unit: str = "undirected"
-    anti_curriculum: bool = False
-    path_root_ratio: float = 0.7
-    walk_length: int = 3
+    masking: str = param("curriculum", "edge-masking strategy", choices=MASKINGS, flag=False)
+    mask_ratio: float = param(
+        0.7, "largest masked fraction of the edges", low=0, low_open=True, high=1
+    )
+    split_ratio: float = param(
+        0.5, "fraction of the masked set chosen by difficulty", low=0, high=1
+    )
+    beta: float = param(
+        1.0, "scale beta of the pace threshold (Eq. 4)", low=0, low_open=True, high=_BIG
+    )
+    gamma: float = param(0.0, "weight gamma of the penalty on S (Eq. 4)", low=0, high=_BIG)
+    penalty: str = param("l1", "penalty on the selection S (Eq. 4)", choices=PENALTIES)
+    residual: str = param("abs", "residual of an edge (difficulty)", choices=RESIDUALS)
+    difficulty: str = param(
+        "full", "difficulty measurer: residuals on the full training graph, or each edge hidden "
+        "while it is scored", choices=DIFFICULTIES,
+    )  # fmt: skip
+    held_out_folds: int = param(2, "folds of the held_out difficulty measurer", low=2, high=1000)
+    s_solver: str = param("closed_form", "solver of the S-step of Eq. 4", choices=S_SOLVERS)
+    lambda_pace: str = param("rcl_inverse", "lambda growth rule", choices=LAMBDA_PACES)
+    pacing: str = param(
+        "linear", "growth of the masked-fraction target under lambda_pace quantile", choices=PACINGS
+    )
+    pace_end: float | None = param(
+        None, "quantile target at the end of the ramp under lambda_pace quantile (auto: the mask "
+        "ratio)", low=0, low_open=True, high=1, none="auto",
+    )  # fmt: skip
+    tie_break: str = param(
+        "residual", "which edges of the curriculum set form the difficulty part", choices=TIE_BREAKS
+    )
+    lambda_init: float | None = param(
+        None, "initial lambda (auto: calibrated on the first residuals)", low=0, high=_BIG,
+        none="auto",
+    )  # fmt: skip
+    mu: float | None = param(
+        None, "lambda increment per S-step (auto: calibrated)", low=0, high=_BIG, none="auto"
+    )
+    base_lambda: float = param(1.0, "base of the RCL lambda paces", low=0, high=_BIG)
+    start_lambda: float = param(1e-3, "start of the RCL lambda paces", low=0, high=_BIG)
+    init_mask_ratio: float = param(0.1, "masked fraction at the first S-step", low=0, high=1)
+    ramp_frac: float = param(
+        2.0 / 3.0, "fraction of the epochs after which the curriculum has finished; model "
+        "selection and early stopping start there", low=0, low_open=True, high=1,
+    )  # fmt: skip
+    min_mask_ratio: float = param(0.05, "smallest masked fraction (a guard)", low=0, high=1)
+    random_pool: str = param(
+        "remaining", "pool of the randomly chosen part of the mask", choices=RANDOM_POOLS
+    )
+    update_every: int = param(1, "epochs between S-steps (residuals, lambda, mask)", low=1,
+                              high=100_000)  # fmt: skip
+    mask_unit: str = param("undirected", "what a masked edge is", choices=MASK_UNITS)
+    anti_curriculum: bool = param(False, "mask the hardest edges first (diagnostic)", flag=False)
+    path_root_ratio: float = param(
+        0.7, "fraction of nodes starting a walk (path masking)", low=0, low_open=True, high=1
+    )
+    walk_length: int = param(3, "random-walk length (path masking)", low=1, high=1000)
     # loss (paper Eq. 3)
-    loss: str = "bce"
-    num_negatives: int = 32
-    negatives: str = "uniform"
-    softmax_on_probabilities: bool = False
-    symmetric_score: bool = True
+    loss: str = param("bce", "reconstruction loss (full_softmax is Eq. 3)", choices=LOSSES)
+    num_negatives: int = param(32, "negatives per positive (sampled_softmax)", low=1, high=100_000)
+    negatives: str = param("uniform", "negative sampler", choices=NEGATIVES)
+    softmax_on_probabilities: bool = param(False, "Eq. 3 literally: softmax over probabilities")
+    symmetric_score: bool = param(True, "score an edge as the mean of both directions")
     # model selection (S2GAE: validation AUC every epoch, early stopping after 50 checks without gain)
-    eval_every: int = 1
-    patience: int | None = 50
-    select_after_curriculum: bool = True
+    eval_every: int = param(1, "epochs between validation checks", low=1, high=100_000)
+    patience: int | None = param(
+        50, "stop after this many validation checks without a gain (off: never)", low=1,
+        high=100_000, none="off",
+    )  # fmt: skip
+    select_after_curriculum: bool = param(
+        True, "model selection and early stopping start when the curriculum has finished"
+    )
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _check_choice("encoder", self.encoder, ENCODERS)
-        _check_choice("decoder", self.decoder, DECODERS)
-        _check_choice("masking", self.masking, MASKINGS)
-        _check_choice("loss", self.loss, LOSSES)
-        _check_choice("negatives", self.negatives, NEGATIVES)
-        _check_choice("penalty", self.penalty, PENALTIES)
-        _check_choice("residual", self.residual, RESIDUALS)
-        _check_choice("s_solver", self.s_solver, S_SOLVERS)
-        _check_choice("lambda_pace", self.lambda_pace, LAMBDA_PACES)
-        _check_choice("pacing", self.pacing, PACINGS)
-        _check_choice("random_pool", self.random_pool, RANDOM_POOLS)
-        _check_choice("tie_break", self.tie_break, TIE_BREAKS)
-        _check_choice("mask_unit", self.mask_unit, MASK_UNITS)
-        _check_choice("difficulty", self.difficulty, DIFFICULTIES)
-        _check_range("mask_ratio", self.mask_ratio, 0.0, 1.0, True, False)
-        _check_range("split_ratio", self.split_ratio, 0.0, 1.0, False, False)
-        _check_range("init_mask_ratio", self.init_mask_ratio, 0.0, 1.0, False, False)
-        _check_range("min_mask_ratio", self.min_mask_ratio, 0.0, 1.0, False, False)
-        _check_range("ramp_frac", self.ramp_frac, 0.0, 1.0, True, False)
-        _check_range("dropout", self.dropout, 0.0, 1.0, False, True)
-        _check_range("path_root_ratio", self.path_root_ratio, 0.0, 1.0, True, False)
-        for name in ("num_layers", "hidden", "epochs", "update_every", "eval_every", "walk_length"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be an integer >= 1")
-        if int(self.held_out_folds) < 2:
-            raise ValueError(f"held_out_folds={self.held_out_folds!r} must be an integer >= 2")
-        if self.decode_layers < 2:
-            raise ValueError(f"decode_layers={self.decode_layers!r} must be an integer >= 2")
-        if self.patience is not None and int(self.patience) < 1:
-            raise ValueError(f"patience={self.patience!r} must be an integer >= 1 or None")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"batch_size={self.batch_size!r} must be >= 1 or None (full batch)")
-        if self.num_negatives < 1:
-            raise ValueError(f"num_negatives={self.num_negatives!r} must be >= 1")
-        for name in ("lr", "beta", "grad_clip"):
-            if float(getattr(self, name)) <= 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be > 0")
-        for name in ("gamma", "weight_decay"):
-            if float(getattr(self, name)) < 0:
-                raise ValueError(f"{name}={getattr(self, name)!r} must be >= 0")
+        check_config(self)
         if self.pacing == "geometric" and self.init_mask_ratio <= 0:
-            raise ValueError(
-                f"pacing='geometric' needs init_mask_ratio > 0; got {self.init_mask_ratio!r}"
+            raise ConfigError(
+                "pacing",
+                f"pacing='geometric' needs init_mask_ratio > 0; got {self.init_mask_ratio!r}",
             )
         if self.pace_end is not None and not self.init_mask_ratio <= self.pace_end <= 1.0:
-            raise ValueError(
+            raise ConfigError(
+                "pace_end",
                 f"pace_end={self.pace_end!r} is outside the accepted range "
-                f"[init_mask_ratio={self.init_mask_ratio!r}, 1]"
+                f"[init_mask_ratio={self.init_mask_ratio!r}, 1]",
             )
         if self.min_mask_ratio > self.mask_ratio:
-            raise ValueError(
-                f"min_mask_ratio={self.min_mask_ratio!r} must not exceed mask_ratio={self.mask_ratio!r}"
+            raise ConfigError(
+                "mask_ratio",
+                f"min_mask_ratio={self.min_mask_ratio!r} must not exceed mask_ratio={self.mask_ratio!r}",
             )
 
     def to_dict(self) -> dict[str, Any]:
@@ -253,5 +250,126 @@ class CurMGAEConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
-            raise ValueError(f"unknown config keys {unknown}; accepted: {sorted(names)}")
+            raise ConfigError("config", f"unknown config keys {unknown}; accepted: {sorted(names)}")
         return cls(**d)
+
+
+# ------------------------------------------------------------------- the command line's three jobs
+
+TASKS = ("link", "node", "both")
+EVAL_PROTOCOLS = (*PROTOCOLS, "both")
+FEATURES = ("concat", "last")
+_DATASET = (
+    "one of the names (no download: Cora/CiteSeer/PubMed are read from root), or a graph file: .npz "
+    "with x [N, F], edge_index [2, E] and optional y [N], or .pt holding a PyG Data"
+)
+_ROOT = (
+    "folder holding <name>/raw for Cora/CiteSeer/PubMed or coauthor/amazon; read-only is fine "
+    "(auto: $ICML25_DATA/planetoid, $ICML25_DATA/coauthor or $ICML25_DATA/amazon)"
+)
+_RELOAD = (
+    "rebuild the processed-data cache ($CURMGAE_CACHE, default ~/.cache/curmgae) even when its key "
+    "(the raw files' SHA-256 and the reader) matches"
+)
+_THREADS = "torch CPU threads (these graphs are small)"
+
+
+@dataclass
+class PretrainConfig:
+    """``curmgae pretrain``: fit ``method`` on a graph; ``model`` holds the hyperparameters (None: the
+    defaults), to which the method's preset (``METHODS``) is applied."""
+
+    dataset: str | Path = param("synthetic", _DATASET, path="file", names=DATASET_NAMES)
+    root: Path | None = param(None, _ROOT, path="dir", none="auto")
+    force_reload: bool = param(False, _RELOAD)
+    quick: bool = param(False, "small synthetic graph: 1,000 nodes, 5,000 edges (else 5,000 nodes)")
+    method: str = param(
+        "curmgae", "curmgae, or a baseline on the same loop", choices=tuple(METHODS)
+    )
+    split_seed: int = param(234, "seed of the 85/5/10 edge split", low=0, high=_SEED)
+    threads: int = param(1, _THREADS, low=1, high=1024)
+    seed: int = param(0, "random seed of the training run", low=0, high=_SEED)
+    device: str = param("cpu", "torch device (CPU only in this version)", choices=("cpu",),
+                        flag=False)  # fmt: skip
+    model: CurMGAEConfig | None = None
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        if self.model is not None and not isinstance(self.model, CurMGAEConfig):
+            raise ConfigError("model", f"model={self.model!r}: expected a CurMGAEConfig or None")
+
+    def model_config(self) -> CurMGAEConfig:
+        """``model`` with the method's preset applied; a field set against the preset is refused."""
+        model = self.model if self.model is not None else CurMGAEConfig()
+        default = CurMGAEConfig()
+        preset = METHODS[self.method]
+        for name, value in preset.items():
+            given = getattr(model, name)
+            if given != getattr(default, name) and given != value:
+                raise ConfigError(
+                    name,
+                    f"{name}={given!r} conflicts with method={self.method!r}, which sets "
+                    f"{name}={value!r}; leave {name} at its default or choose another method",
+                )
+        if self.method == "gae" and model.loss != default.loss:
+            raise ConfigError(
+                "loss", "the gae baseline trains with PyG's GAE.recon_loss; loss does not apply"
+            )
+        return dataclasses.replace(model, **preset)
+
+
+@dataclass
+class EvaluateConfig:
+    """``curmgae evaluate``: score a checkpoint of ``pretrain`` on the same edge split."""
+
+    checkpoint: Path | None = param(
+        None, "model.pt written by pretrain (auto: <out>/model.pt)", path="file", none="auto"
+    )
+    task: str = param(
+        "both", "link (AUC, AP), node (classification accuracy) or both", choices=TASKS
+    )
+    protocol: str = param(
+        "both", "node classification protocol: svm (S2GAE's RBF SVM, 5-fold CV), linear_probe "
+        "(public split) or both", choices=EVAL_PROTOCOLS,
+    )  # fmt: skip
+    features: str = param(
+        "concat", "node features: all layers concatenated or the last layer", choices=FEATURES
+    )
+    probe_epochs: int = param(100, "training epochs of the linear probe", low=1, high=100_000)
+    dataset: str | Path | None = param(
+        None, _DATASET + " (checkpoint: the dataset stored in it)", path="file",
+        names=DATASET_NAMES, none="checkpoint",
+    )  # fmt: skip
+    root: Path | None = param(
+        None, _ROOT.replace("(auto:", "(auto: the checkpoint's, else"), path="dir", none="auto"
+    )
+    force_reload: bool = param(False, _RELOAD)
+    threads: int = param(1, _THREADS, low=1, high=1024)
+    seed: int = param(0, "seed of the node-classification protocols", low=0, high=_SEED)
+    device: str = param("cpu", "torch device (CPU only in this version)", choices=("cpu",),
+                        flag=False)  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+@dataclass
+class DemoConfig:
+    """``curmgae demo``: Cur-MGAE vs random masking vs GAE on the embedded synthetic graph."""
+
+    quick: bool = param(False, "1,000 nodes, 30 epochs, hidden 64 (< 1 min on 1 core; else 5,000 "
+                        "nodes, 100 epochs)")  # fmt: skip
+    epochs: int | None = param(
+        None, "training epochs (auto: 30 with quick, else 100)", low=1, high=100_000, none="auto"
+    )
+    seeds: int = param(
+        1, "training seeds seed, seed+1, ...; with 2 or more the table shows mean ± sample std",
+        low=1, high=1000,
+    )  # fmt: skip
+    threads: int = param(1, _THREADS, low=1, high=1024)
+    seed: int = param(0, "first training seed and the seed of the graph", low=0, high=_SEED)
+    device: str = param("cpu", "torch device (CPU only in this version)", choices=("cpu",),
+                        flag=False)  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_config(self)

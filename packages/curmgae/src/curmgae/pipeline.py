@@ -54,8 +54,10 @@ def evaluate(
     protocols: tuple[str, ...] = PROTOCOLS,
     features: str = "concat",
     seed: int = 0,
+    probe_epochs: int = 100,
 ) -> dict[str, float]:
-    """Link prediction on ``test_pos``/``test_neg`` and node classification (named protocols)."""
+    """Link prediction on ``test_pos``/``test_neg`` and node classification (named protocols; the
+    linear probe trains for ``probe_epochs``)."""
     out: dict[str, float] = {}
     if "link" in tasks:
         lp = model.link_prediction(data, "test")
@@ -69,7 +71,9 @@ def evaluate(
             out["nc_svm_acc"] = svm_cv(emb, data.y)["acc"]
         if "linear_probe" in protocols:
             tr, va, te = node_masks(data, seed)
-            out["nc_probe_acc"] = linear_probe(emb, data.y, tr, va, te, seed=seed)["acc"]
+            out["nc_probe_acc"] = linear_probe(
+                emb, data.y, tr, va, te, seed=seed, epochs=probe_epochs
+            )["acc"]
     return out
 
 
