@@ -34,6 +34,7 @@ from typing import Any
 import bpr_topk as B
 import torch
 from bpr_topk.experiment import EvalConfig, TrainConfig, history_protocol
+from stats import fmt_interval, t_interval, verdict
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -53,27 +54,10 @@ DATASETS = ("surveytwin", "cook_county")
 NLL_LRS = (0.03,)
 FINETUNE_LRS = (0.001, 0.01)
 FINETUNE_EPOCHS = 50
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 PAPER = {  # Table C.2 (test BPR@K), the paper's numbers on its datasets, for reference only
     "cook_county": {"NLL-only": 0.78, "DAML": 0.80, "BPR-only": 0.82, "avg over 5": 0.80},
     "surveytwin": {},
 }
-
-
-def t_interval(diffs: list[float]) -> tuple[float, float, float]:
-    """Mean and 95 % t interval of paired differences (n >= 2)."""
-    n = len(diffs)
-    m = statistics.fmean(diffs)
-    if n < 2:
-        return m, math.nan, math.nan
-    half = T975.get(n - 1, 1.96 + 2.5 / (n - 1)) * statistics.stdev(diffs) / math.sqrt(n)
-    return m, m - half, m + half
-
-
-def verdict(lo: float, hi: float) -> str:
-    if math.isnan(lo):
-        return "—"
-    return "ahead" if lo > 0 else "behind" if hi < 0 else "tie"
 
 
 def setup(name: str, seed: int, data_dir: Path) -> tuple[B.TopKData, int]:
@@ -168,12 +152,6 @@ def _f(v: float | None, sd: float | None = None) -> str:
     return f"{v:.3f}" + (f" ± {sd:.3f}" if sd is not None else "")
 
 
-def _d(d: dict[str, Any] | None) -> str:
-    if not d:
-        return "—"
-    return f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] **{d['verdict']}**"
-
-
 def render_dataset(res: dict[str, Any]) -> str:
     summary = res["summary"]
     n = len(res["seeds"])
@@ -197,8 +175,8 @@ def render_dataset(res: dict[str, Any]) -> str:
         lines.append(
             f"| {s['method']} | {_f(s['valid_bpr'], s.get('valid_bpr_std'))} | "
             f"{_f(s['test_bpr'], s.get('test_bpr_std'))} | "
-            f"{_f(s['test_nll'], s.get('test_nll_std'))} | {_d(s.get('valid_diff'))} | "
-            f"{_d(s.get('test_diff'))} | {ep} |"
+            f"{_f(s['test_nll'], s.get('test_nll_std'))} | {fmt_interval(s.get('valid_diff'))} | "
+            f"{fmt_interval(s.get('test_diff'))} | {ep} |"
         )
     paper = PAPER.get(res["dataset"], {})
     if paper:
