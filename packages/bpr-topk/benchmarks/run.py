@@ -6,12 +6,15 @@
 (b) step_memory: time and peak memory of one DAML training step at Cook County size,
     one-backward surrogate vs the explicit M×S×P Jacobian (official code's route), same run.
 (c) hotspots: the CLI demo's embedded panel (covariates carry the signal, the NegBin model is
-    misspecified), NLL-only vs DAML vs BPR-only beside the naive baselines, 3 seeds.
+    misspecified), NLL-only vs DAML vs BPR-only beside the heuristic family, 5 seeds.
 (d) zeroinflated: the zero-inflated panel (> 90 % zeros, known best ranking), NLL-only, DAML,
     BPR-only, SPO+ and PG (selected on validation, App. C.2) beside the heuristics and the
-    oracle, 3 seeds.
+    oracle, 5 seeds (``--methods`` to train fewer).
+Every table compares with the heuristic chosen on the valid split, with paired 95 % t intervals
+over seeds (``benchmarks/stats.py``).
 
 Usage (from packages/bpr-topk): python benchmarks/run.py [--quick] [--data DIR] [--only NAME ...]
+    [--seeds N] [--methods ...] [--reuse-selection] [--rescore]
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from bpr_topk.experiment import (
     parse_method,
     summarise,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling stats.py, when imported
 from stats import paired_vs_heuristic
 
 HERE = Path(__file__).resolve().parent
