@@ -47,13 +47,15 @@ DEFAULT_DATA = (
     / "cook_county"
 )
 DATASETS = ("surveytwin", "cook_county", "zeroinflated", "hotspots")
-# Fixed to fit the shared 2-core CPU: Adam 0.03 for the NLL fit (its epochs chosen on valid
-# NLL by early stopping with budget extension); the 50-epoch fine-tunes run at Adam 0.001 and
-# 0.01 and each rule picks among the pooled checkpoints of both on valid. At 0.03 (a first run)
-# DAML doubled the twin's valid NLL within 10 epochs; at 0.01 alone no checkpoint stayed within
-# 1 % of it, at 0.001 DAML stays within 1 % for 40 epochs (twin, seed 0, valid split).
-NLL_LRS = (0.03,)
-FINETUNE_LRS = (0.001, 0.01)
+# Learning rates (--nll-lrs, --finetune-lrs): one NLL fit per rate, the rate with the best valid
+# NLL kept (its epochs chosen on valid NLL by early stopping with budget extension); the 50-epoch
+# fine-tunes run at every rate and each rule picks among the pooled checkpoints of all of them on
+# valid, so the rate is chosen on valid too. 0.4.0 ran Adam 0.03 and fine-tunes at 0.001 and
+# 0.01 (to fit the shared CPU): at 0.03 (a first run) DAML doubled the twin's valid NLL within
+# 10 epochs; at 0.01 alone no checkpoint stayed within 1 % of it, at 0.001 DAML stays within
+# 1 % for 40 epochs (twin, seed 0, valid split).
+NLL_LRS = (0.01, 0.03, 0.1)
+FINETUNE_LRS = (0.001, 0.003, 0.01)
 FINETUNE_EPOCHS = 50
 PAPER = {  # Table C.2 (test BPR@K), the paper's numbers on its datasets, for reference only
     "cook_county": {"NLL-only": 0.78, "DAML": 0.80, "BPR-only": 0.82, "avg over 5": 0.80},
@@ -74,7 +76,14 @@ def setup(name: str, seed: int, data_dir: Path) -> tuple[B.TopKData, int]:
 
 
 def run_seed(
-    name: str, seed: int, data_dir: Path, quick: bool, cfg: TrainConfig, ev: EvalConfig
+    name: str,
+    seed: int,
+    data_dir: Path,
+    quick: bool,
+    cfg: TrainConfig,
+    ev: EvalConfig,
+    nll_lrs: tuple[float, ...] = NLL_LRS,
+    finetune_lrs: tuple[float, ...] = FINETUNE_LRS,
 ) -> dict[str, Any]:
     data, k = setup(name, seed, data_dir)
     best = B.best_heuristic(data, k)
@@ -89,8 +98,8 @@ def run_seed(
         seed,
         cfg,
         ev,
-        nll_lrs=NLL_LRS,
-        finetune_lrs=FINETUNE_LRS,
+        nll_lrs=nll_lrs,
+        finetune_lrs=finetune_lrs,
         finetune_epochs=20 if quick else FINETUNE_EPOCHS,
     )
     return {
@@ -123,6 +132,7 @@ def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
         entry["moved"] = sum(bool(r.get("moved")) for _, r in per)
         entry["epochs"] = [r["best_epoch"] for _, r in per]
         if m == "NLL-only":
+            entry["lrs"] = [r["lr"] for _, r in per]
             entry["budgets"] = [r["budget"] for _, r in per]
             entry["at_budget_end"] = sum(bool(r["at_budget_end"]) for _, r in per)
         out.append(entry)
@@ -205,8 +215,18 @@ def render_dataset(res: dict[str, Any]) -> str:
         "",
         "DAML checkpoints that moved from the NLL-only start (epoch > 0), per selection rule: "
         + ", ".join(moved)
-        + ". Fine-tunes: 50 epochs at Adam 0.001 and 0.01, checkpoints pooled; λ = 30, ε = 1, "
-        + ("M = J = 50." if res["dataset"] == "cook_county" else "M = J = 100."),
+        + f". Fine-tunes: {res['finetune_epochs']} epochs at Adam "
+        + _rates(res["finetune_lrs"])
+        + ", checkpoints pooled (so each rule also chooses the rate on valid); λ = 30, ε = 1, "
+        + ("M = J = 50." if res["dataset"] == "cook_county" else "M = J = 100.")
+        + f" NLL-only: Adam {_rates(res['nll_lrs'])}"
+        + (
+            ", the rate with the best valid NLL kept (chosen per seed: "
+            + ", ".join(_rates([r]) for r in nll["lrs"])
+            + ")."
+            if len(res["nll_lrs"]) > 1
+            else " (one rate)."
+        ),
         "",
         f"NLL-only budgets after extension: {', '.join(str(b) for b in nll['budgets'])} epochs; "
         f"early stopping (20 validations without a better valid NLL) ended training in "
@@ -214,6 +234,10 @@ def render_dataset(res: dict[str, Any]) -> str:
         f"Command: `{res['command']}` ({res['wall_time_s'] / 60:.0f} min here).",
     ]
     return "\n".join(lines)
+
+
+def _rates(rates: list[float]) -> str:
+    return " / ".join(f"{r:g}" for r in rates)
 
 
 def render() -> None:
@@ -241,6 +265,18 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="short runs, 2 seeds (smoke test)")
     p.add_argument("--resume", action="store_true", help="keep the finished seeds of the JSON")
     p.add_argument("--render-only", action="store_true")
+    p.add_argument(
+        "--nll-lrs",
+        type=lambda t: tuple(float(x) for x in t.split(",")),
+        default=NLL_LRS,
+        help=f"NLL-only Adam rates, comma-separated (default: {_rates(list(NLL_LRS))})",
+    )
+    p.add_argument(
+        "--finetune-lrs",
+        type=lambda t: tuple(float(x) for x in t.split(",")),
+        default=FINETUNE_LRS,
+        help=f"DAML / BPR-only rates (default: {_rates(list(FINETUNE_LRS))})",
+    )
     args = p.parse_args()
     if args.render_only:
         render()
@@ -275,14 +311,18 @@ def main() -> int:
             if seed in done:
                 continue
             t = time.time()
-            res["seeds"].append(run_seed(name, seed, args.data, args.quick, cfg, ev))
+            res["seeds"].append(
+                run_seed(
+                    name, seed, args.data, args.quick, cfg, ev, args.nll_lrs, args.finetune_lrs
+                )
+            )
             res["wall_time_s"] += time.time() - t
             res.update(
                 {
                     "command": command.strip(),
                     "train_config": {k: v for k, v in vars(cfg).items()},
-                    "nll_lrs": NLL_LRS,
-                    "finetune_lrs": FINETUNE_LRS,
+                    "nll_lrs": args.nll_lrs,
+                    "finetune_lrs": args.finetune_lrs,
                     "finetune_epochs": FINETUNE_EPOCHS,
                     "eval_config": vars(ev),
                     "torch": torch.__version__,
