@@ -35,7 +35,7 @@ from typing import Any
 import bpr_topk as B
 import torch
 from bpr_topk.experiment import EvalConfig, TrainConfig, history_protocol
-from stats import fmt_interval, t_interval, verdict
+from stats import fmt_interval, interval, t_interval, verdict
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -129,6 +129,14 @@ def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
             d = [r[f"{split}_bpr"] - s["best_heuristic"][f"{split}_bpr"] for s, r in per]
             mean, lo, hi = t_interval(d)
             entry[f"{split}_diff"] = {"mean": mean, "lo": lo, "hi": hi, "verdict": verdict(lo, hi)}
+        if m != "NLL-only":  # the fine-tune against its own start, same seed
+            base = [next(r for r in s["rows"] if r["method"] == "NLL-only") for s, _ in per]
+            entry["vs_nll"] = {
+                split: interval(
+                    [r[f"{split}_bpr"] - b[f"{split}_bpr"] for (_, r), b in zip(per, base)]
+                )
+                for split in ("valid", "test")
+            }
         entry["moved"] = sum(bool(r.get("moved")) for _, r in per)
         entry["epochs"] = [r["best_epoch"] for _, r in per]
         if m == "NLL-only":
@@ -168,7 +176,7 @@ def _f(v: float | None, sd: float | None = None) -> str:
 
 
 def render_dataset(res: dict[str, Any]) -> str:
-    summary = res["summary"]
+    summary = summarise(res)  # from the per-seed rows (older JSONs lack the newer fields)
     n = len(res["seeds"])
     k = res["seeds"][0]["K"]
     title = {
@@ -206,6 +214,18 @@ def render_dataset(res: dict[str, Any]) -> str:
             + ".",
         ]
     nll = next(s for s in summary if s["method"] == "NLL-only")
+    vs = [
+        f"{s['method']} {fmt_interval(s['vs_nll']['valid'])} / {fmt_interval(s['vs_nll']['test'])}"
+        for s in summary
+        if "vs_nll" in s and s["n"] > 1
+    ]
+    if vs:
+        lines += [
+            "",
+            "Against NLL-only (its warm start, same seed), Δ valid / Δ test BPR: "
+            + "; ".join(vs)
+            + ".",
+        ]
     moved = [
         f"{s['method'].split('[')[1].rstrip(']')} {s['moved']}/{n}"
         for s in summary
