@@ -2,9 +2,10 @@
 
 Datasets: ``surveytwin`` (the positive control: a zero-inflated, strongly persistent survey-like
 panel, :func:`bpr_topk.make_survey_twin`, 400 sites, K = 40, a fresh panel per seed) and
-``cook_county`` (the shared folder, K = 100, the seed moves the initialisation and the sampling).
-Per seed and dataset (:func:`bpr_topk.experiment.history_protocol`): the NegBin mixed-effects
-model (Eq. 15, exp link, per-site random intercept and slope) on the per-site history features
+``cook_county`` (the shared folder, K = 100, the seed moves the initialisation and the sampling),
+and the embedded panels of benchmarks (d) ``zeroinflated`` (K = 10) and (c) ``hotspots``
+(K = 25), fixed like there. Per seed and dataset (:func:`bpr_topk.experiment.history_protocol`): the NegBin mixed-effects
+model (Eq. 15, exp link, per-site random intercept; slopes held at 0) on the per-site history features
 (:func:`bpr_topk.with_site_history_features`), NLL-only with early stopping on valid NLL and a
 budget extended while the best epoch is its last; DAML ε = 1 and BPR-only warm-started from it;
 DAML reported under the paper's rule (App. C.2), the official code's rule and our trade-off rule.
@@ -12,7 +13,7 @@ The comparison row is the heuristic family's best member on the valid split. For
 the paired difference (method − best heuristic) of valid and test BPR@K gets a 95 % t interval.
 
 Usage (from packages/bpr-topk):
-    python benchmarks/history.py [--dataset surveytwin cook_county] [--seeds 5] [--quick] [--resume]
+    python benchmarks/history.py [--dataset surveytwin cook_county zeroinflated hotspots] [--seeds 5] [--quick] [--resume]
 Writes benchmarks/results/history_<dataset>.json (one entry per finished seed, so --resume
 continues) and renders the README region between the ``history`` markers.
 """
@@ -34,6 +35,7 @@ from typing import Any
 import bpr_topk as B
 import torch
 from bpr_topk.experiment import EvalConfig, TrainConfig, history_protocol
+from stats import fmt_interval, interval, t_interval, verdict
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -44,48 +46,44 @@ DEFAULT_DATA = (
     / "bpr"
     / "cook_county"
 )
-DATASETS = ("surveytwin", "cook_county")
-# Fixed to fit the shared 2-core CPU: Adam 0.03 for the NLL fit (its epochs chosen on valid
-# NLL by early stopping with budget extension); the 50-epoch fine-tunes run at Adam 0.001 and
-# 0.01 and each rule picks among the pooled checkpoints of both on valid. At 0.03 (a first run)
-# DAML doubled the twin's valid NLL within 10 epochs; at 0.01 alone no checkpoint stayed within
-# 1 % of it, at 0.001 DAML stays within 1 % for 40 epochs (twin, seed 0, valid split).
-NLL_LRS = (0.03,)
-FINETUNE_LRS = (0.001, 0.01)
+DATASETS = ("surveytwin", "cook_county", "zeroinflated", "hotspots")
+# Learning rates (--nll-lrs, --finetune-lrs): one NLL fit per rate, the rate with the best valid
+# NLL kept (its epochs chosen on valid NLL by early stopping with budget extension); the 50-epoch
+# fine-tunes run at every rate and each rule picks among the pooled checkpoints of all of them on
+# valid, so the rate is chosen on valid too. 0.4.0 ran Adam 0.03 and fine-tunes at 0.001 and
+# 0.01 (to fit the shared CPU): at 0.03 (a first run) DAML doubled the twin's valid NLL within
+# 10 epochs; at 0.01 alone no checkpoint stayed within 1 % of it, at 0.001 DAML stays within
+# 1 % for 40 epochs (twin, seed 0, valid split).
+NLL_LRS = (0.01, 0.03, 0.1)
+FINETUNE_LRS = (0.001, 0.003, 0.01)
 FINETUNE_EPOCHS = 50
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 PAPER = {  # Table C.2 (test BPR@K), the paper's numbers on its datasets, for reference only
     "cook_county": {"NLL-only": 0.78, "DAML": 0.80, "BPR-only": 0.82, "avg over 5": 0.80},
     "surveytwin": {},
 }
 
 
-def t_interval(diffs: list[float]) -> tuple[float, float, float]:
-    """Mean and 95 % t interval of paired differences (n >= 2)."""
-    n = len(diffs)
-    m = statistics.fmean(diffs)
-    if n < 2:
-        return m, math.nan, math.nan
-    half = T975.get(n - 1, 1.96 + 2.5 / (n - 1)) * statistics.stdev(diffs) / math.sqrt(n)
-    return m, m - half, m + half
-
-
-def verdict(lo: float, hi: float) -> str:
-    if math.isnan(lo):
-        return "—"
-    return "ahead" if lo > 0 else "behind" if hi < 0 else "tie"
-
-
 def setup(name: str, seed: int, data_dir: Path) -> tuple[B.TopKData, int]:
     if name == "surveytwin":
         return B.make_survey_twin(400, seed=seed), 40
+    if name == "zeroinflated":  # benchmark (d)'s panel (fixed: the seed moves the fits)
+        return B.make_zero_inflated(200, seed=0), 10
+    if name == "hotspots":  # benchmark (c)'s panel, the demo's data (fixed)
+        return B.make_hotspots(500, seed=0), 25
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return B.load_topk_folder(data_dir), 100
 
 
 def run_seed(
-    name: str, seed: int, data_dir: Path, quick: bool, cfg: TrainConfig, ev: EvalConfig
+    name: str,
+    seed: int,
+    data_dir: Path,
+    quick: bool,
+    cfg: TrainConfig,
+    ev: EvalConfig,
+    nll_lrs: tuple[float, ...] = NLL_LRS,
+    finetune_lrs: tuple[float, ...] = FINETUNE_LRS,
 ) -> dict[str, Any]:
     data, k = setup(name, seed, data_dir)
     best = B.best_heuristic(data, k)
@@ -100,8 +98,8 @@ def run_seed(
         seed,
         cfg,
         ev,
-        nll_lrs=NLL_LRS,
-        finetune_lrs=FINETUNE_LRS,
+        nll_lrs=nll_lrs,
+        finetune_lrs=finetune_lrs,
         finetune_epochs=20 if quick else FINETUNE_EPOCHS,
     )
     return {
@@ -131,9 +129,18 @@ def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
             d = [r[f"{split}_bpr"] - s["best_heuristic"][f"{split}_bpr"] for s, r in per]
             mean, lo, hi = t_interval(d)
             entry[f"{split}_diff"] = {"mean": mean, "lo": lo, "hi": hi, "verdict": verdict(lo, hi)}
+        if m != "NLL-only":  # the fine-tune against its own start, same seed
+            base = [next(r for r in s["rows"] if r["method"] == "NLL-only") for s, _ in per]
+            entry["vs_nll"] = {
+                split: interval(
+                    [r[f"{split}_bpr"] - b[f"{split}_bpr"] for (_, r), b in zip(per, base)]
+                )
+                for split in ("valid", "test")
+            }
         entry["moved"] = sum(bool(r.get("moved")) for _, r in per)
         entry["epochs"] = [r["best_epoch"] for _, r in per]
         if m == "NLL-only":
+            entry["lrs"] = [r["lr"] for _, r in per]
             entry["budgets"] = [r["budget"] for _, r in per]
             entry["at_budget_end"] = sum(bool(r["at_budget_end"]) for _, r in per)
         out.append(entry)
@@ -168,20 +175,18 @@ def _f(v: float | None, sd: float | None = None) -> str:
     return f"{v:.3f}" + (f" ± {sd:.3f}" if sd is not None else "")
 
 
-def _d(d: dict[str, Any] | None) -> str:
-    if not d:
-        return "—"
-    return f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] **{d['verdict']}**"
-
-
 def render_dataset(res: dict[str, Any]) -> str:
-    summary = res["summary"]
+    summary = summarise(res)  # from the per-seed rows (older JSONs lack the newer fields)
     n = len(res["seeds"])
     k = res["seeds"][0]["K"]
     title = {
         "surveytwin": "Survey twin (positive control: 400 sites, about 86 % zeros, K = 40, "
         "a fresh panel per seed)",
         "cook_county": "Cook County (1328 tracts, K = 100)",
+        "zeroinflated": "Zero-inflated panel of (d) (200 sites, 92 % zeros, K = 10, the same "
+        "panel for every seed)",
+        "hotspots": "Hotspots panel of (c) (500 sites, no lasting site identity, K = 25, the same "
+        "panel for every seed)",
     }[res["dataset"]]
     lines = [
         f"**{title}**, N = {n} seeds (± is the sample std, ddof=1); Δ = method − best heuristic "
@@ -197,8 +202,8 @@ def render_dataset(res: dict[str, Any]) -> str:
         lines.append(
             f"| {s['method']} | {_f(s['valid_bpr'], s.get('valid_bpr_std'))} | "
             f"{_f(s['test_bpr'], s.get('test_bpr_std'))} | "
-            f"{_f(s['test_nll'], s.get('test_nll_std'))} | {_d(s.get('valid_diff'))} | "
-            f"{_d(s.get('test_diff'))} | {ep} |"
+            f"{_f(s['test_nll'], s.get('test_nll_std'))} | {fmt_interval(s.get('valid_diff'))} | "
+            f"{fmt_interval(s.get('test_diff'))} | {ep} |"
         )
     paper = PAPER.get(res["dataset"], {})
     if paper:
@@ -209,6 +214,18 @@ def render_dataset(res: dict[str, Any]) -> str:
             + ".",
         ]
     nll = next(s for s in summary if s["method"] == "NLL-only")
+    vs = [
+        f"{s['method']} {fmt_interval(s['vs_nll']['valid'])} / {fmt_interval(s['vs_nll']['test'])}"
+        for s in summary
+        if "vs_nll" in s and s["n"] > 1
+    ]
+    if vs:
+        lines += [
+            "",
+            "Against NLL-only (its warm start, same seed), Δ valid / Δ test BPR: "
+            + "; ".join(vs)
+            + ".",
+        ]
     moved = [
         f"{s['method'].split('[')[1].rstrip(']')} {s['moved']}/{n}"
         for s in summary
@@ -218,8 +235,18 @@ def render_dataset(res: dict[str, Any]) -> str:
         "",
         "DAML checkpoints that moved from the NLL-only start (epoch > 0), per selection rule: "
         + ", ".join(moved)
-        + ". Fine-tunes: 50 epochs at Adam 0.001 and 0.01, checkpoints pooled; λ = 30, ε = 1, "
-        + ("M = J = 50." if res["dataset"] == "cook_county" else "M = J = 100."),
+        + f". Fine-tunes: {res['finetune_epochs']} epochs at Adam "
+        + _rates(res["finetune_lrs"])
+        + ", checkpoints pooled (so each rule also chooses the rate on valid); λ = 30, ε = 1, "
+        + ("M = J = 50." if res["dataset"] == "cook_county" else "M = J = 100.")
+        + f" NLL-only: Adam {_rates(res['nll_lrs'])}"
+        + (
+            ", the rate with the best valid NLL kept (chosen per seed: "
+            + ", ".join(_rates([r]) for r in nll["lrs"])
+            + ")."
+            if len(res["nll_lrs"]) > 1
+            else " (one rate)."
+        ),
         "",
         f"NLL-only budgets after extension: {', '.join(str(b) for b in nll['budgets'])} epochs; "
         f"early stopping (20 validations without a better valid NLL) ended training in "
@@ -227,6 +254,10 @@ def render_dataset(res: dict[str, Any]) -> str:
         f"Command: `{res['command']}` ({res['wall_time_s'] / 60:.0f} min here).",
     ]
     return "\n".join(lines)
+
+
+def _rates(rates: list[float]) -> str:
+    return " / ".join(f"{r:g}" for r in rates)
 
 
 def render() -> None:
@@ -254,6 +285,18 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="short runs, 2 seeds (smoke test)")
     p.add_argument("--resume", action="store_true", help="keep the finished seeds of the JSON")
     p.add_argument("--render-only", action="store_true")
+    p.add_argument(
+        "--nll-lrs",
+        type=lambda t: tuple(float(x) for x in t.split(",")),
+        default=NLL_LRS,
+        help=f"NLL-only Adam rates, comma-separated (default: {_rates(list(NLL_LRS))})",
+    )
+    p.add_argument(
+        "--finetune-lrs",
+        type=lambda t: tuple(float(x) for x in t.split(",")),
+        default=FINETUNE_LRS,
+        help=f"DAML / BPR-only rates (default: {_rates(list(FINETUNE_LRS))})",
+    )
     args = p.parse_args()
     if args.render_only:
         render()
@@ -288,14 +331,18 @@ def main() -> int:
             if seed in done:
                 continue
             t = time.time()
-            res["seeds"].append(run_seed(name, seed, args.data, args.quick, cfg, ev))
+            res["seeds"].append(
+                run_seed(
+                    name, seed, args.data, args.quick, cfg, ev, args.nll_lrs, args.finetune_lrs
+                )
+            )
             res["wall_time_s"] += time.time() - t
             res.update(
                 {
                     "command": command.strip(),
                     "train_config": {k: v for k, v in vars(cfg).items()},
-                    "nll_lrs": NLL_LRS,
-                    "finetune_lrs": FINETUNE_LRS,
+                    "nll_lrs": args.nll_lrs,
+                    "finetune_lrs": args.finetune_lrs,
                     "finetune_epochs": FINETUNE_EPOCHS,
                     "eval_config": vars(ev),
                     "torch": torch.__version__,

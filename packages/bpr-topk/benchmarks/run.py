@@ -6,12 +6,15 @@
 (b) step_memory: time and peak memory of one DAML training step at Cook County size,
     one-backward surrogate vs the explicit M×S×P Jacobian (official code's route), same run.
 (c) hotspots: the CLI demo's embedded panel (covariates carry the signal, the NegBin model is
-    misspecified), NLL-only vs DAML vs BPR-only beside the naive baselines, 3 seeds.
+    misspecified), NLL-only vs DAML vs BPR-only beside the heuristic family, 5 seeds.
 (d) zeroinflated: the zero-inflated panel (> 90 % zeros, known best ranking), NLL-only, DAML,
     BPR-only, SPO+ and PG (selected on validation, App. C.2) beside the heuristics and the
-    oracle, 3 seeds.
+    oracle, 5 seeds (``--methods`` to train fewer).
+Every table compares with the heuristic chosen on the valid split, with paired 95 % t intervals
+over seeds (``benchmarks/stats.py``).
 
 Usage (from packages/bpr-topk): python benchmarks/run.py [--quick] [--data DIR] [--only NAME ...]
+    [--seeds N] [--methods ...] [--reuse-selection] [--rescore]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -32,7 +36,17 @@ from typing import Any
 
 import bpr_topk as B
 import torch
-from bpr_topk.experiment import EvalConfig, TrainConfig, baseline_rows, compare, summarise
+from bpr_topk.experiment import (
+    EvalConfig,
+    TrainConfig,
+    baseline_rows,
+    compare,
+    parse_method,
+    summarise,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling stats.py, when imported
+from stats import paired_vs_heuristic
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -94,7 +108,7 @@ def portable_command(argv: list[str]) -> str:
             else:
                 value = f"<...>/{full.name}"
         out.append(f"{flag}{eq}{value}")
-    return " ".join(out)
+    return " ".join(shlex.quote(t) for t in out)
 
 
 def machine() -> dict[str, object]:
@@ -113,7 +127,7 @@ def load(data_dir: Path) -> B.TopKData:
         return B.load_topk_folder(data_dir)
 
 
-def bench_cook(data_dir: Path, quick: bool) -> dict[str, object]:
+def bench_cook(data_dir: Path, quick: bool, n_seeds: int | None = None) -> dict[str, object]:
     data = load(data_dir)
     cfg = TrainConfig(
         epochs=60 if quick else 200,
@@ -129,7 +143,7 @@ def bench_cook(data_dir: Path, quick: bool) -> dict[str, object]:
         finetune_lr=0.01,
     )
     ev = EvalConfig(trials=3 if quick else 10, num_samples=1000, window=5)
-    seeds = [0] if quick else [0, 1, 2]
+    seeds = [0] if quick else list(range(n_seeds or 3))
     t0 = time.time()
     methods = ["NLL-only", "DAML eps=1.0", "BPR-only", "SPO+", "PG"]
     grids = QUICK_GRIDS if quick else GRIDS
@@ -140,26 +154,39 @@ def bench_cook(data_dir: Path, quick: bool) -> dict[str, object]:
                      grids=grids):  # fmt: skip
         if r["ranking"] == "ratio":
             rows.append({**r, "method": f"{r['method']}{HISTORY_SUFFIX}"})
-    rows += baseline_rows(data, 100, ev)  # the family; the comparison row is best on valid
-    summary = summarise(rows)
-    nll_only = next(s for s in summary if s["method"] == "NLL-only")
-    daml = next(s for s in summary if s["method"] == "DAML eps=1.0")
-    daml_hist = next(s for s in summary if s["method"] == f"DAML eps=1.0{HISTORY_SUFFIX}")
-    nll_hist = next(s for s in summary if s["method"] == f"NLL-only{HISTORY_SUFFIX}")
-    best = valid_best_heuristic(rows, summary)
-    return {
+    res = {
         "name": "cook_county",
         "K": 100,
         "seeds": seeds,
         "train_config": vars(cfg),
         "eval_config": vars(ev),
         "rows": rows,
-        "summary": summary,
         "paper_table_c2": {k: dict(zip(("mae", "rmse", "bpr"), v)) for k, v in PAPER_C2.items()},
         "grids": grids,
         "selected_settings": selected_settings(rows),
-        "best_heuristic": best["method"],
-        "targets": {
+        "history_features": hist.feature_names[data.num_features :],
+        "wall_time_s": time.time() - t0,
+    }
+    return finish_cook(res, data, ev)
+
+
+def finish_cook(res: dict[str, Any], data: B.TopKData, ev: EvalConfig) -> dict[str, Any]:
+    """Add the heuristic family's rows to the learned rows of ``res`` (the comparison row is the
+    member best on the valid split), then the summary, the targets and the paired intervals."""
+    rows = [r for r in res["rows"] if r.get("ranking") != "history"]
+    rows += baseline_rows(data, 100, ev)
+    summary = summarise(rows)
+    nll_only = next(s for s in summary if s["method"] == "NLL-only")
+    daml = next(s for s in summary if s["method"] == "DAML eps=1.0")
+    daml_hist = next(s for s in summary if s["method"] == f"DAML eps=1.0{HISTORY_SUFFIX}")
+    nll_hist = next(s for s in summary if s["method"] == f"NLL-only{HISTORY_SUFFIX}")
+    best = valid_best_heuristic(rows, summary)
+    res.update(
+        rows=rows,
+        summary=summary,
+        best_heuristic=best["method"],
+        paired=paired_vs_heuristic(rows),
+        targets={
             "daml_bpr_ge_nll_only": daml["bpr"] >= nll_only["bpr"],
             "daml_nll_within_5pct": daml["nll"] <= 1.05 * nll_only["nll"],
             "daml_bpr_ge_best_heuristic": daml["bpr"] >= best["bpr"],
@@ -168,13 +195,14 @@ def bench_cook(data_dir: Path, quick: bool) -> dict[str, object]:
             "daml_history_bpr_ge_best_heuristic": daml_hist["bpr"] >= best["bpr"],
             "daml_history_bpr_ge_paper": daml_hist["bpr"] >= PAPER_C2["DAML eps=1.0"][2],
         },
-        "history_features": hist.feature_names[data.num_features :],
-        "wall_time_s": time.time() - t0,
-    }
+    )
+    return res
 
 
 HISTORY_WINDOW = 10
 HISTORY_SUFFIX = " + 10-step mean feature"
+REUSE_SELECTION = False  # --reuse-selection: (c) keeps the λ / lr selection of its JSON
+ZEROINFLATED_METHODS = ["NLL-only", "DAML eps=1.0", "BPR-only", "SPO+", "PG"]  # --methods
 
 
 # ------------------------------------------------------------------------ (c) hotspots
@@ -254,7 +282,7 @@ def choose_setting(trials: list[dict[str, Any]], nll_only_valid_nll: float) -> d
     return min(near, key=lambda t: t["valid_nll"])
 
 
-def bench_hotspots(data_dir: Path, quick: bool) -> dict[str, object]:
+def bench_hotspots(data_dir: Path, quick: bool, n_seeds: int | None = None) -> dict[str, object]:
     """The demo's setting (``bpr-topk demo``), same data, budget and evaluation, over seeds.
 
     First the demo's λ and fine-tuning learning rate are selected on the validation split
@@ -265,16 +293,21 @@ def bench_hotspots(data_dir: Path, quick: bool) -> dict[str, object]:
 
     data, k, kind, cfg, ev, about = _demo_setup("hotspots", 0, quick)
     t0 = time.time()
-    selection = select_hotspots_setting(
-        data, kind, k, cfg, [0] if quick else HOTSPOTS_SELECTION_SEEDS
-    )
+    previous = RESULTS / "hotspots.json"
+    if REUSE_SELECTION and previous.is_file():  # the validation-only selection of an earlier run
+        selection = json.loads(previous.read_text())["selection"]
+        selection["reused_from"] = json.loads(previous.read_text())["command"]
+    else:
+        selection = select_hotspots_setting(
+            data, kind, k, cfg, [0] if quick else HOTSPOTS_SELECTION_SEEDS
+        )
     chosen = selection["selected"]
     assert isinstance(chosen, dict)
     default = {key: getattr(cfg, key) for key in chosen}
     cfg = replace(cfg, **chosen)
-    seeds = [0] if quick else [0, 1, 2]
+    seeds = [0] if quick else list(range(n_seeds or 5))
     rows = compare(data, kind, k, ["NLL-only", "DAML eps=1.0", "BPR-only"], seeds, cfg, ev)
-    rows += baseline_rows(data, k, ev)
+    rows += baseline_rows(data, k, ev)  # the family; the comparison row is best on valid
     return {
         "name": "hotspots",
         "data": data.name,
@@ -288,6 +321,8 @@ def bench_hotspots(data_dir: Path, quick: bool) -> dict[str, object]:
         "demo_default_is_selected": default == chosen,
         "rows": rows,
         "summary": summarise(rows),
+        "best_heuristic": next(r["method"] for r in rows if r.get("best_on_valid")),
+        "paired": paired_vs_heuristic(rows),
         "wall_time_s": time.time() - t0,
     }
 
@@ -336,12 +371,14 @@ def valid_best_heuristic(
     return next(s for s in summary if s["method"] == chosen)
 
 
-def bench_zeroinflated(data_dir: Path, quick: bool) -> dict[str, object]:
+def bench_zeroinflated(
+    data_dir: Path, quick: bool, n_seeds: int | None = None
+) -> dict[str, object]:
     """Zero-inflated panel (> 90 % zeros, known best ranking): learned models vs heuristics."""
     data, k, cfg, ev = zeroinflated_setup(quick)
-    seeds = [0] if quick else [0, 1, 2]
+    seeds = [0] if quick else list(range(n_seeds or 5))
     t0 = time.time()
-    methods = ["NLL-only", "DAML eps=1.0", "BPR-only", "SPO+", "PG"]
+    methods = ZEROINFLATED_METHODS
     grids = QUICK_GRIDS if quick else GRIDS
     rows = compare(data, "negbin", k, methods, seeds, cfg, ev, grids=grids)
     rows += baseline_rows(data, k, ev)  # the family; the comparison row is best on valid
@@ -367,7 +404,7 @@ def bench_zeroinflated(data_dir: Path, quick: bool) -> dict[str, object]:
         "name": "zeroinflated",
         "data": data.name,
         "zero_fraction": float((y_all == 0).float().mean()),
-        "grids": grids,
+        "grids": {o: g for o, g in grids.items() if any(o == parse_method(m)[0] for m in methods)},
         "selected_settings": selected_settings(rows),
         "K": k,
         "seeds": seeds,
@@ -376,6 +413,7 @@ def bench_zeroinflated(data_dir: Path, quick: bool) -> dict[str, object]:
         "rows": rows,
         "summary": summary,
         "best_heuristic": best["method"],
+        "paired": paired_vs_heuristic(rows),
         "targets": {
             "daml_bpr_ge_best_heuristic": by["DAML eps=1.0"]["bpr"] >= best["bpr"],
             "daml_bpr_ge_nll_only": by["DAML eps=1.0"]["bpr"] >= by["NLL-only"]["bpr"],
@@ -456,7 +494,7 @@ def explicit_step(model: B.NegBinMixedEffects, loss: B.DAMLLoss, tr: B.Split) ->
     return [a + (g if g is not None else 0) for a, g in zip(total, nll_grads)]
 
 
-def bench_memory(data_dir: Path, quick: bool) -> dict[str, object]:
+def bench_memory(data_dir: Path, quick: bool, n_seeds: int | None = None) -> dict[str, object]:
     M = 10 if quick else 20
     out: dict[str, object] = {"name": "step_memory", "M": M, "J": 50, "score": "per_site"}
     grads = {}
@@ -509,7 +547,38 @@ BENCHES = {
 }
 
 
+def rescore(names: list[str], data_dir: Path) -> int:
+    """Benchmarks (a) and (c) again without retraining: the heuristic rows are deterministic
+    functions of the data, so the learned rows of ``results/<name>.json`` are kept and the
+    heuristic rows, the comparison row (best on valid), the targets and the paired intervals are
+    recomputed with the current heuristic family."""
+    for name in (n for n in names if n in ("cook_county", "hotspots")):
+        path = RESULTS / f"{name}.json"
+        res = json.loads(path.read_text())
+        ev = EvalConfig(**res["eval_config"])
+        if name == "cook_county":
+            res = finish_cook(res, load(data_dir), ev)
+        else:
+            from bpr_topk.cli import _demo_setup
+
+            data, k = _demo_setup("hotspots", 0, False)[:2]
+            rows = [r for r in res["rows"] if r.get("ranking") != "history"]
+            rows += baseline_rows(data, k, ev)
+            res.update(
+                rows=rows,
+                summary=summarise(rows),
+                best_heuristic=next(r["method"] for r in rows if r.get("best_on_valid")),
+                paired=paired_vs_heuristic(rows),
+            )
+        res["rescored"] = portable_command(sys.argv)
+        path.write_text(json.dumps(res, indent=2, default=str))
+        print(f"rescored {path.name}: best heuristic on valid {res['best_heuristic']}")
+    subprocess.run([sys.executable, str(HERE / "render.py")], check=True)
+    return 0
+
+
 def main() -> int:
+    global REUSE_SELECTION, ZEROINFLATED_METHODS
     if len(sys.argv) > 1 and sys.argv[1] == "--_worker":
         _, _, method, M, reps, gf, data_dir = sys.argv
         _step_worker(method, int(M), int(reps), gf, data_dir)
@@ -520,8 +589,38 @@ def main() -> int:
     p.add_argument(
         "--only", nargs="+", choices=list(BENCHES), default=list(BENCHES), help="benchmarks to run"
     )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help="seeds 0..N-1 (default: 3 for cook_county, 5 for hotspots and zeroinflated)",
+    )
+    p.add_argument(
+        "--rescore",
+        action="store_true",
+        help="cook_county and hotspots: keep the learned rows of their JSON and recompute the "
+        "heuristic family's rows, the best heuristic on valid, the targets and the paired "
+        "intervals (no training)",
+    )
+    p.add_argument(
+        "--reuse-selection",
+        action="store_true",
+        help="hotspots: keep the validation-only λ / learning-rate selection stored in its JSON "
+        "(seeds 0-4) instead of rerunning it",
+    )
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        choices=ZEROINFLATED_METHODS,
+        default=None,
+        help="zeroinflated: the learned methods to train (default: all five)",
+    )
     args = p.parse_args()
     torch.set_num_threads(1)
+    REUSE_SELECTION = args.reuse_selection
+    ZEROINFLATED_METHODS = args.methods or ZEROINFLATED_METHODS
+    if args.rescore:
+        return rescore(list(args.only), args.data)
     names = list(args.only)
     if not (args.data / "train_x.csv").is_file():
         print(f"Cook County data not found at {args.data}; skipping cook_county, step_memory")
@@ -530,7 +629,7 @@ def main() -> int:
     meta = {"machine": machine(), "command": portable_command(sys.argv), "quick": args.quick}
     for fn in (BENCHES[n] for n in names):
         t = time.time()
-        res = fn(args.data, args.quick)
+        res = fn(args.data, args.quick, args.seeds)
         res.update(meta)
         res["bench_wall_time_s"] = time.time() - t
         path = RESULTS / f"{res['name']}.json"

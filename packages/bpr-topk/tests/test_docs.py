@@ -41,7 +41,11 @@ def test_readme_and_results_hold_no_machine_path():
         text = path.read_text(encoding="utf-8")
         assert not MACHINE_PATH.search(text), path.name
         assert json.loads(text)["command"].startswith(
-            ("python benchmarks/run.py", "python benchmarks/history.py")
+            (
+                "python benchmarks/run.py",
+                "python benchmarks/history.py",
+                "python benchmarks/history_variants.py",
+            )
         )
 
 

@@ -184,3 +184,61 @@ def test_early_stopping_budget_extends_until_patience_runs_out():
     assert res.budget > 20 and res.best_epoch < res.stopped_epoch
     best = min(h["valid_nll"] for h in res.history)
     assert next(h for h in res.history if h["epoch"] == res.best_epoch)["valid_nll"] == best
+
+
+def test_train_arguments_resolve_to_the_history_forecaster_unless_raw_features():
+    """The defaults of the forecaster, without training: history features with exp link, mean
+    start and no slopes by default; --raw-features the pre-0.5.0 ones; explicit flags win."""
+    from bpr_topk.cli import _load_data, _train_config, build_cli
+
+    parser = build_cli().commands["train"].parser
+    base = ["--dataset", "zeroinflated", "--sites", "40"]
+
+    def resolve(*extra):
+        args = parser.parse_args([*base, *extra])
+        data, _ = _load_data(args)
+        cfg = _train_config(args)
+        return args._features, (cfg.link, cfg.init, cfg.site_slopes), data.feature_names
+
+    features, cfg, names = resolve()
+    assert features == "history" and cfg == ("exp", "mean", False)
+    assert "log1p_avg_counts_5steps" in names and "prev_counts_01back" not in names
+    features, cfg, names = resolve("--raw-features")
+    assert features == "raw" and cfg == ("softplus", "official", True)
+    assert "prev_counts_01back" in names and "log1p_avg_counts_5steps" not in names
+    assert resolve("--link", "softplus", "--site-slopes")[1] == ("softplus", "mean", True)
+    assert resolve("--dataset", "synthetic7")[0] == "raw"  # no features: the mixture model
+
+
+@pytest.mark.slow
+def test_train_cli_defaults_to_the_history_forecaster_and_keeps_the_old_one_behind_a_flag(
+    tmp_path, capsys
+):
+    """0.5.0: on data with feature columns `train` uses the history forecaster by default (history
+    features, exp link, mean start, no per-site slopes); --raw-features is the pre-0.5.0 one."""
+    import json
+
+    from bpr_topk.cli import main
+
+    base = ["train", "--quiet", "--dataset", "zeroinflated", "--sites", "40", "--K", "4"]
+    base += ["--objective", "nll", "--epochs", "2", "--eval-trials", "1", "--eval-samples", "20"]
+    runs = {}
+    for name, extra in (("default", []), ("raw", ["--raw-features"])):
+        assert main([*base, *extra, "--out", str(tmp_path / name)]) == 0
+        res = json.loads((tmp_path / name / "results.json").read_text())
+        names = torch.load(tmp_path / name / "model.pt", weights_only=True)["feature_names"]
+        runs[name] = (res["features"], res["train_config"], names)
+    features, tc, names = runs["default"]
+    assert features == "history" and "log1p_avg_counts_5steps" in names
+    assert (tc["link"], tc["init"], tc["site_slopes"]) == ("exp", "mean", False)
+    features, tc, names = runs["raw"]
+    assert features == "raw" and "prev_counts_01back" in names
+    assert (tc["link"], tc["init"], tc["site_slopes"]) == ("softplus", "official", True)
+    # an explicit flag wins over the forecaster's default; the two choices exclude each other
+    assert main([*base, "--site-slopes", "--link", "softplus", "--out", str(tmp_path / "x")]) == 0
+    tc = json.loads((tmp_path / "x" / "results.json").read_text())["train_config"]
+    assert (tc["link"], tc["site_slopes"]) == ("softplus", True)
+    capsys.readouterr()
+    argv = [*base, "--raw-features", "--history-features", "--out", str(tmp_path / "y")]
+    assert main(argv) == 2
+    assert "--history-features" in capsys.readouterr().err

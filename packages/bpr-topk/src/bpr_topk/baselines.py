@@ -220,27 +220,36 @@ def with_history_features(data: TopKData, windows: Sequence[int] = (10,)) -> Top
     ]
     if taken:
         raise ValueError(f"the data already has the feature(s) {sorted(set(taken))}")
+    extra = {
+        s: torch.stack([heuristic_scores(data, s, "avg", w) for w in windows], -1) for s in SPLITS
+    }
+    return _append_features(data, extra, names, list(range(data.num_features)))
+
+
+def _append_features(
+    data: TopKData, extra: dict[str, Tensor], names: list[str], keep: list[int]
+) -> TopKData:
+    """A copy of ``data`` with the feature columns ``keep`` followed by ``extra`` (per split,
+    ``[T, S, E]`` raw values named ``names``), z-scored with the training steps' mean and std
+    (a std that is NaN, with a single training value, counts as 1; at least 1e-6)."""
     F = data.num_features
     mean = data.feature_mean if data.feature_mean.numel() == F else torch.zeros(F)
     std = data.feature_std if data.feature_std.numel() == F else torch.ones(F)
-    raw = {s: [heuristic_scores(data, s, "avg", w) for w in windows] for s in SPLITS}
-    train = torch.stack(raw["train"], -1)  # [T, S, W]
-    mu = train.mean(dim=(0, 1))
-    sd = train.std(dim=(0, 1)).clamp_min(1e-6)
+    mu = extra["train"].mean(dim=(0, 1))
+    sd = extra["train"].std(dim=(0, 1)).nan_to_num(1.0).clamp_min(1e-6)
     splits = {}
     for s in SPLITS:
         sp = data.split(s)
-        extra = (torch.stack(raw[s], -1) - mu) / sd
-        X = torch.cat([sp.X, extra.to(sp.X.dtype)], -1)
+        X = torch.cat([sp.X[..., keep], ((extra[s] - mu) / sd).to(sp.X.dtype)], -1)
         splits[s] = Split(X, sp.y, sp.time, list(sp.timesteps))
     return replace(
         data,
         train=splits["train"],
         valid=splits["valid"],
         test=splits["test"],
-        feature_names=[*data.feature_names, *names],
-        feature_mean=torch.cat([mean, mu]),
-        feature_std=torch.cat([std, sd]),
+        feature_names=[*(data.feature_names[j] for j in keep), *names],
+        feature_mean=torch.cat([mean[keep], mu]),
+        feature_std=torch.cat([std[keep], sd]),
     )
 
 
@@ -295,27 +304,8 @@ def with_site_history_features(
         cols.append(zeros / seen.clamp_min(1.0))
         return torch.stack(cols, -1)
 
-    F = data.num_features
-    mean = data.feature_mean if data.feature_mean.numel() == F else torch.zeros(F)
-    std = data.feature_std if data.feature_std.numel() == F else torch.ones(F)
-    extra = {s: raw(s) for s in SPLITS}
-    keep = list(range(F))
+    keep = list(range(data.num_features))
     if drop_lag_columns:
         lags = set(lag_columns(data.feature_names).values())
         keep = [j for j in keep if j not in lags]
-    mu = extra["train"].mean(dim=(0, 1))
-    sd = extra["train"].std(dim=(0, 1)).nan_to_num(1.0).clamp_min(1e-6)
-    splits = {}
-    for s in SPLITS:
-        sp = data.split(s)
-        X = torch.cat([sp.X[..., keep], ((extra[s] - mu) / sd).to(sp.X.dtype)], -1)
-        splits[s] = Split(X, sp.y, sp.time, list(sp.timesteps))
-    return replace(
-        data,
-        train=splits["train"],
-        valid=splits["valid"],
-        test=splits["test"],
-        feature_names=[*(data.feature_names[j] for j in keep), *names],
-        feature_mean=torch.cat([mean[keep], mu]),
-        feature_std=torch.cat([std[keep], sd]),
-    )
+    return _append_features(data, {s: raw(s) for s in SPLITS}, names, keep)

@@ -124,13 +124,26 @@ def _data_args(p: argparse.ArgumentParser) -> None:
         "previous W steps (the 'avg' heuristic's score, e.g. 10; lag columns, else the y "
         "history); give the same windows to rank/evaluate as to train (default: none)",
     )
-    p.add_argument(
+    features = p.add_mutually_exclusive_group()
+    features.add_argument(
         "--history-features",
-        action="store_true",
+        dest="features",
+        action="store_const",
+        const="history",
+        default="auto",
         help="the history forecaster's per-site features: log(1 + moving average) over 1, 2, 3, "
         "5 and 10 steps, log(1 + all-history mean) and the fraction of zeros in the last 10 "
-        "steps, with the raw prev_*_<k>back lag columns dropped; use with --link exp --start mean "
-        "(give it to rank/evaluate as to train) (default: off)",
+        "steps, with the raw prev_*_<k>back lag columns dropped; train's defaults become --link "
+        "exp --start mean --no-site-slopes (default: on for data with feature columns)",
+    )
+    features.add_argument(
+        "--raw-features",
+        dest="features",
+        action="store_const",
+        const="raw",
+        help="the forecaster before 0.5.0: the data's feature columns as given (raw lag counts), "
+        "train's defaults --link softplus --start official --site-slopes; give rank/evaluate the "
+        "same choice as train (default: off)",
     )
 
 
@@ -152,8 +165,9 @@ def _train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--link",
         choices=["softplus", "exp"],
-        default="softplus",
-        help="NegBin link g (default: softplus, the official code's)",
+        default=None,
+        help="NegBin link g (default: exp with the history features, softplus, the official "
+        "code's, with --raw-features)",
     )
     p.add_argument(
         "--eps", type=unit_interval(), default=1.0, help="DAML target BPR ε (default: 1)"
@@ -248,17 +262,19 @@ def _train_args(p: argparse.ArgumentParser) -> None:
         "(default: none, the budget is --epochs)",
     )
     p.add_argument(
-        "--no-site-slopes",
-        action="store_true",
-        help="NegBin: hold the per-site random slopes on time at 0 (random intercept only; "
-        "extrapolated slopes can wreck the ranking of later steps) (default: off)",
+        "--site-slopes",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="NegBin: learn the per-site random slopes on time (Eq. 15), or hold them at 0 with "
+        "--no-site-slopes (random intercept only; extrapolated slopes can wreck the ranking of "
+        "later steps) (default: off with the history features, on with --raw-features)",
     )
     p.add_argument(
         "--start",
         choices=["official", "mean"],
-        default="official",
+        default=None,
         help="NegBin start: official (N(0,1) draws) or mean (beta = 0, every site at the average "
-        "count) (default: official)",
+        "count) (default: mean with the history features, official with --raw-features)",
     )
     p.add_argument(
         "--pg-h",
@@ -533,7 +549,12 @@ def _load_data(args: argparse.Namespace) -> tuple[TopKData, int]:
     if args.history_windows:
         with blame("--history-windows"):
             data = with_history_features(data, args.history_windows)
-    if getattr(args, "history_features", False):
+    features = args.features
+    if features == "auto":  # the history forecaster wherever the NegBin model would be used
+        uses_negbin = data.num_features > 0 and getattr(args, "model", "auto") != "truncnorm"
+        features = "history" if uses_negbin else "raw"
+    args._features = features
+    if features == "history":
         with blame("--history-features"):
             data = with_site_history_features(data)
     k = args.K if args.K is not None else k_default
@@ -545,9 +566,10 @@ def _load_data(args: argparse.Namespace) -> tuple[TopKData, int]:
 def _data_line(data: TopKData, k: int, args: argparse.Namespace) -> str:
     source = "folder --data" if getattr(args, "data", None) is not None else "embedded"
     steps = "/".join(str(data.split(s).num_steps) for s in SPLITS)
+    history = " (history features)" if getattr(args, "_features", "raw") == "history" else ""
     return (
-        f"data: {data.name} ({source}; S={data.num_sites} sites, {data.num_features} features, "
-        f"train/valid/test steps {steps}), K={k}"
+        f"data: {data.name} ({source}; S={data.num_sites} sites, {data.num_features} "
+        f"features{history}, train/valid/test steps {steps}), K={k}"
     )
 
 
@@ -559,10 +581,11 @@ def _to_device(data: TopKData, device: torch.device) -> TopKData:
 
 
 def _train_config(args: argparse.Namespace) -> TrainConfig:
+    history = getattr(args, "_features", "raw") == "history"
     return TrainConfig(
         epochs=args.epochs,
         lr=args.lr,
-        link=args.link,
+        link=args.link or ("exp" if history else "softplus"),
         lam=args.lam,
         nll_weight=args.nll_weight,
         num_score_samples=args.M,
@@ -581,8 +604,8 @@ def _train_config(args: argparse.Namespace) -> TrainConfig:
         pg_h=args.pg_h,
         max_epochs=args.max_epochs,
         nll_tolerance=args.nll_tolerance,
-        init=args.start,
-        site_slopes=not args.no_site_slopes,
+        init=args.start or ("mean" if history else "official"),
+        site_slopes=(not history) if args.site_slopes is None else args.site_slopes,
     )
 
 
@@ -622,7 +645,8 @@ def _load_checkpoint(path: Path, data: TopKData, flag: str) -> tuple[ForecastMod
             f"{path} was trained on {ckpt.get('data_name')} with "
             f"{ckpt['config'].get('num_sites')} sites / features {ckpt.get('feature_names')}; "
             f"the data given has {data.num_sites} sites / features {data.feature_names} (give "
-            "the same data, --history-windows and --history-features as to train)",
+            "the same data, --history-windows and --history-features or --raw-features as to "
+            "train)",
         )
     return model, ckpt
 
@@ -698,6 +722,7 @@ def cmd_train(args: argparse.Namespace) -> Report:
             "data": data.name,
             "K": k,
             "model": kind,
+            "features": args._features,
             "train_config": config_dict(cfg),
             "eval_config": config_dict(ev),
             "best_epoch": result.best_epoch,

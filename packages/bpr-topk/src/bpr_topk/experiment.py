@@ -254,9 +254,11 @@ def baseline_rows(data: TopKData, k: int, ev: EvalConfig) -> list[dict[str, Any]
     last, avg over 2/3/5/10 and ``ev.window``, all-history mean, zero; no likelihood: NLL is NaN).
 
     The member with the best *validation* BPR@K carries ``best_on_valid=True``: it is the
-    heuristic a method is compared with (the test split never chooses it).
+    heuristic a method is compared with (the test split never chooses it); every row carries its
+    ``valid_bpr`` too.
     """
     chosen = best_heuristic(data, k, ev.window)
+    valid = {r["method"]: r["valid_bpr"] for r in chosen["all"]}
     rows = []
     for rule, w in heuristic_family(ev.window):
         res = evaluate_heuristic(data, ev.split, k, rule, w)
@@ -271,6 +273,7 @@ def baseline_rows(data: TopKData, k: int, ev: EvalConfig) -> list[dict[str, Any]
                 "bpr": res["bpr"],
                 "mae": res["mae"],
                 "rmse": res["rmse"],
+                "valid_bpr": valid[res["method"]],
                 "best_on_valid": res["method"] == chosen["method"],
             }
         )
@@ -386,6 +389,8 @@ def compare(
     :func:`search_train` (keys ``lr``, ``sigma``; ``eps`` defaults to the method's ε): that
     method is then trained once per setting and the setting is chosen on the validation split
     only; each row records the chosen ``selected`` settings and the ``search`` trials.
+    Every row also carries ``valid_bpr`` and ``valid_nll``: the selected checkpoint's validation
+    metrics as measured during training (ratio ranking, ``cfg.val_samples`` samples).
     """
     if "NLL-only" in methods:
         methods = ["NLL-only", *[m for m in methods if m != "NLL-only"]]
@@ -411,8 +416,12 @@ def compare(
                 )
             if objective == "nll":
                 reference, nll_state = selected_valid_bpr(result), result.best_state
+            chosen_h = next(h for h in result.history if h["epoch"] == result.best_epoch)
+            valid = {"valid_bpr": chosen_h["valid_bpr"], "valid_nll": chosen_h["valid_nll"]}
             for row in evaluate_rows(model, data, k, method, ev, cfg.denominator_offset):
-                rows.append({**row, "seed": seed, "best_epoch": result.best_epoch, **extra})
+                rows.append(
+                    {**row, "seed": seed, "best_epoch": result.best_epoch, **valid, **extra}
+                )
     return rows
 
 
