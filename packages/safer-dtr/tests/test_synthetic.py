@@ -135,8 +135,6 @@ def test_note_only_factors_are_not_recoverable_from_the_tables(big):
     """A logistic probe on every tabular input of the 7 input blocs cannot tell the note-only factors
     (AUC <= 0.55 on held-out stays), while one on the note embedding can (AUC >= 0.9): the notes carry
     information the tables do not (issue 26: creatinine, urine and past doses used to leak them)."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import roc_auc_score
     from sklearn.preprocessing import StandardScaler
     from threadpoolctl import threadpool_limits
 

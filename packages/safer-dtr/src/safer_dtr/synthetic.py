@@ -300,14 +300,15 @@ def _simulate(
         if pilot is None:
             f_star = np.zeros(n, dtype=np.int64)
             v_star = np.zeros(n, dtype=np.int64)
-            col("uF")[:, t] = 0.9 * s - 1.5 * restrict_t - 2.5 * cmo_t
-            col("uV")[:, t] = 1.2 * s - 2.0 * cmo_t
+            col("uF")[:, t] = 0.9 * s - 2.0 * restrict_t - 2.5 * cmo_t
+            col("uV")[:, t] = 1.2 * s + 1.0 * restrict_t - 2.0 * cmo_t
             f_obs, v_obs = f_star, v_star
         else:
             zl = (lact - pilot.lactate_mean) / pilot.lactate_sd
             zm = (mbp - pilot.map_mean) / pilot.map_sd
-            u_f = 0.9 * s + 0.6 * zl - 1.5 * restrict_t - 2.5 * cmo_t
-            u_v = 1.2 * s - 0.8 * zm - 2.0 * cmo_t
+            # fluid restriction: fewer fluids, vasopressors earlier; comfort care: neither
+            u_f = 0.9 * s + 0.6 * zl - 2.0 * restrict_t - 2.5 * cmo_t
+            u_v = 1.2 * s - 0.8 * zm + 1.0 * restrict_t - 2.0 * cmo_t
             f_star = (u_f[:, None] > pilot.fluid_cuts[None]).sum(1)
             v_star = (u_v[:, None] > pilot.vaso_cuts[None]).sum(1)
             f_obs = _clinician(f_star, st.bad, u[:, _U["Fa"]], u[:, _U["Fb"]], u[:, _U["Fc"]])
