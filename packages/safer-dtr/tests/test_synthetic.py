@@ -96,3 +96,91 @@ def test_bad_parameters():
         S.SyntheticSepsisCohort(n_stays=5, mortality=1.5)
     with pytest.raises(ValueError, match="n_stays"):
         S.SyntheticSepsisCohort(n_stays=0)
+
+
+def _tabular_inputs(gen, seq_len=8):
+    """Every model input of the tables, one row per stay: the 45 vitals and 4 dose columns of the
+    seq_len - 1 input blocs (raw and log-scaled) and the 4 demographics of bloc 1."""
+    from safer_dtr.synthetic import DEMO_COLUMNS, MEDS_COLUMNS
+
+    t = gen.table
+    keep = t["bloc"] <= seq_len - 1
+    n = gen.n_stays
+    stay = t["icustayid"][keep].astype(int) - 1
+    row = t["bloc"][keep].astype(int) - 1
+    cols = []
+    for c in (*VITALS_COLUMNS, *MEDS_COLUMNS):
+        grid = np.zeros((n, seq_len - 1))
+        grid[stay, row] = t[c][keep]
+        cols += [grid, np.log(0.1 + np.abs(grid))]
+    first = t["bloc"] == 1
+    demo = np.stack([t[c][first] for c in DEMO_COLUMNS], 1)
+    return np.concatenate([*cols, demo, np.log(0.1 + np.abs(demo))], 1)
+
+
+def _note_inputs(gen, stays, seq_len=8, dim=128):
+    """Hashing embedding of the notes written in the input blocs of each of ``stays``."""
+    from safer_dtr.synthetic import BLOC_SECONDS
+
+    t0 = gen.table["charttime"][gen.table["bloc"] == 1]
+    texts: list[list[str]] = [[] for _ in range(gen.n_stays)]
+    wanted = set((np.asarray(stays) + 1).tolist())
+    for stay, time, text in gen.notes:
+        if stay in wanted and time < t0[stay - 1] + BLOC_SECONDS * (seq_len - 1):
+            texts[stay - 1].append(text)
+    return S.HashingEncoder(dim).encode([" ".join(texts[i]) for i in stays])
+
+
+def test_note_only_factors_are_not_recoverable_from_the_tables(big):
+    """A logistic probe on every tabular input of the 7 input blocs cannot tell the note-only factors
+    (AUC <= 0.55 on held-out stays), while one on the note embedding can (AUC >= 0.9): the notes carry
+    information the tables do not (issue 26: creatinine, urine and past doses used to leak them)."""
+    from sklearn.preprocessing import StandardScaler
+    from threadpoolctl import threadpool_limits
+
+    st = big._static
+    X = _tabular_inputs(big)
+    fit, held = np.arange(0, 2500), np.arange(2500, 5000)
+    scaler = StandardScaler().fit(X[fit])
+    note_fit, note_held = np.arange(0, 1000), np.arange(2500, 3500)
+    N = _note_inputs(big, np.concatenate([note_fit, note_held]))
+    with threadpool_limits(1):  # BLAS threads only contend on a shared CI machine
+        _probe(X, N, st, big, fit, held, scaler)
+
+
+def _probe(X, N, st, big, fit, held, scaler):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+
+    for name, y in (("restrict", st.restrict), ("cmo", st.cmo)):
+        assert 0.05 < y[held].mean() < 0.3, name
+        probe = LogisticRegression(C=0.1, max_iter=500).fit(scaler.transform(X[fit]), y[fit])
+        auc = roc_auc_score(y[held], probe.decision_function(scaler.transform(X[held])))
+        assert auc <= 0.55, (name, auc)
+        notes = LogisticRegression(C=1.0, max_iter=500).fit(N[:1000], y[:1000])
+        assert roc_auc_score(y[2500:3500], notes.decision_function(N[1000:])) >= 0.9, name
+        # and they matter: the target bloc's optimal fluid level is lower under them
+        f_star, _ = big.optimal_levels(7)
+        assert f_star[y == 1].mean() < f_star[y == 0].mean() - 0.3, name
+
+
+def test_note_only_factors_act_from_the_decision_row_only():
+    """Before the decision row nothing in the table depends on the note-only factors: zeroing them
+    leaves rows 0..6 unchanged and changes the optimal action at row 7; note_only_prob changes only the
+    notes."""
+    from safer_dtr.synthetic import _pilot, _simulate
+
+    gen = S.SyntheticSepsisCohort(n_stays=300, seed=3)
+    st = gen._static.subset(np.arange(300))
+    st.restrict[:] = 0.0
+    st.cmo[:] = 0.0
+    sim = _simulate(st, gen._zs, gen._us, _pilot(), decision_row=7)
+    tabular = [c for c in (*VITALS_COLUMNS, "input_4hourly", "max_dose_vaso") if c in sim]
+    for name in (*tabular, "F", "V", "F_star"):
+        np.testing.assert_array_equal(sim[name][:, :7], gen._sim[name][:, :7], err_msg=name)
+    assert not np.array_equal(sim["F_star"][:, 7], gen._sim["F_star"][:, 7])
+    ablated = S.SyntheticSepsisCohort(n_stays=300, seed=3, note_only_prob=0.0)
+    for k in gen.table:
+        np.testing.assert_array_equal(gen.table[k], ablated.table[k])
+    with pytest.raises(ValueError, match="decision_row"):
+        S.SyntheticSepsisCohort(n_stays=5, decision_row=0)

@@ -3,12 +3,14 @@ recommendation with conformal selection and false-discovery-rate control."""
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .comparison import ComparisonConfig, paired_difference, run_comparison_seed, select_finetune
 from .conformal import (
     ConformalSelector,
     LinearRegressor,
     NotFittedError,
     bh_select,
     conformal_pvalues,
+    fdr_monte_carlo_test,
     repeated_selection,
     selection_metrics,
 )
@@ -56,6 +58,7 @@ __all__ = [
     "AIClinicianCohort",
     "CachedEncoder",
     "CohortTensors",
+    "ComparisonConfig",
     "ConformalSelector",
     "HFEncoder",
     "HashingEncoder",
@@ -80,11 +83,13 @@ __all__ = [
     "build_sequences",
     "conformal_pvalues",
     "embed_note_rows",
+    "fdr_monte_carlo_test",
     "hit_rate_at_k",
     "macro_auc",
     "make_encoder",
     "micro_auc",
     "mrr_at_k",
+    "paired_difference",
     "prepare_cohort",
     "read_notes_csv",
     "read_table_csv",
@@ -92,7 +97,9 @@ __all__ = [
     "repeated_selection",
     "risk_aware_loss",
     "roc_auc",
+    "run_comparison_seed",
     "run_experiment",
+    "select_finetune",
     "selection_metrics",
     "stratified_split",
     "uncertainty_kl",

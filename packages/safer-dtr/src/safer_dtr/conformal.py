@@ -18,6 +18,7 @@ in the first count; Eq. 8 is implemented here.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "NotFittedError",
     "bh_select",
     "conformal_pvalues",
+    "fdr_monte_carlo_test",
     "repeated_selection",
     "selection_metrics",
 ]
@@ -123,6 +125,26 @@ def selection_metrics(selected: Any, kappa_test: Any, c: float) -> dict[str, flo
         "n_selected": float(r),
         "null_fraction": float(null.mean()) if len(k) else float("nan"),
     }
+
+
+def fdr_monte_carlo_test(fdp: Any, alpha: float) -> dict[str, float]:
+    """One-sided Monte Carlo test of H0: FDR <= alpha from i.i.d. replicate FDPs (random splits).
+
+    FDR is estimated by the mean FDP; z = (mean - alpha) / (sd / sqrt(R)) and the p-value
+    P(Z >= z) is the normal approximation (fine for R >= 100 replicates). A small p-value is evidence
+    that the realized FDR exceeds alpha; a mean above alpha with a large p-value is Monte Carlo noise.
+    """
+    f = _as_1d(fdp, "fdp")
+    if len(f) < 2:
+        raise ValueError("the Monte Carlo test needs at least 2 replicates")
+    mean = float(f.mean())
+    se = float(f.std(ddof=1) / np.sqrt(len(f)))
+    if se == 0.0:
+        z = 0.0 if mean == alpha else (float("inf") if mean > alpha else float("-inf"))
+    else:
+        z = (mean - alpha) / se
+    p = 0.5 * math.erfc(z / math.sqrt(2.0))
+    return {"mean": mean, "se": se, "z": z, "p_value": p, "reps": float(len(f))}
 
 
 class LinearRegressor:
@@ -372,9 +394,10 @@ def repeated_selection(
     H: np.ndarray,
     kappa: np.ndarray,
     *,
-    c: float,
+    c: float | None = None,
     alphas: Sequence[float],
     reps: int = 500,
+    c_quantile: float | None = None,
     fit_frac: float = 0.7,
     test: np.ndarray | None = None,
     test_frac: float = 0.5,
@@ -391,6 +414,12 @@ def repeated_selection(
     otherwise (default) calibration and test are redrawn too (``test_frac`` to test), which is the
     expectation Thm. 5.1 bounds.
 
+    Threshold: either ``c`` (on the normalised κ scale) or ``c_quantile`` = q, which sets c in each
+    repetition to the q-quantile of the true κ of the κ̂-fit part. That part is disjoint from the
+    calibration and test points, so c is fixed given it and the guarantee holds; the null fraction is
+    then about 1 - q at every cohort size (a fixed c on the κ scale means different null fractions at
+    different cohort sizes, because κ's distribution moves with the amount of training data).
+
     Returns per-repetition arrays [reps, len(alphas)] for conformal selection, for the plug-in
     threshold κ̂ < c (no guarantee; constant over α) and for a random selection of the conformal
     selection's size; plus the null fraction per repetition.
@@ -402,12 +431,17 @@ def repeated_selection(
         raise ValueError("H and kappa differ in length")
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
+    if (c is None) == (c_quantile is None):
+        raise ValueError("give exactly one of c and c_quantile")
+    if c_quantile is not None and not 0.0 < c_quantile < 1.0:
+        raise ValueError(f"c_quantile must be in (0, 1), got {c_quantile}")
     alphas = [float(a) for a in alphas]
     rng = np.random.default_rng(seed)
     shape = (reps, len(alphas))
     out = {k: np.zeros(shape) for k in ("fdp", "power", "n_sel", "rand_fdp", "rand_power")}
     plug = {k: np.zeros(reps) for k in ("fdp", "power", "n_sel")}
     null_frac = np.zeros(reps)
+    c_used = np.zeros(reps)
     no_null = 0
     for r in range(reps):
         if test is None:
@@ -419,8 +453,11 @@ def repeated_selection(
             pool = rng.permutation(np.setdiff1d(np.arange(n), te))
         n_fit = round(fit_frac * len(pool))
         fit_idx, cal_idx = pool[:n_fit], pool[n_fit:]
+        c_r = float(np.quantile(kappa[fit_idx], c_quantile)) if c_quantile is not None else c
+        assert c_r is not None
+        c_used[r] = c_r
         sel = ConformalSelector(
-            alpha=alphas[0], c=c, regressor=regressor, ridge_alpha=ridge_alpha, random_state=rng
+            alpha=alphas[0], c=c_r, regressor=regressor, ridge_alpha=ridge_alpha, random_state=rng
         )
         X = kappa if regressor == "identity" else H
         sel.fit(X[fit_idx], kappa[fit_idx])
@@ -430,18 +467,18 @@ def repeated_selection(
         no_null += int(not sel.calibration_null_.any())
         p = sel.pvalues(X[te])
         k_te = kappa[te]
-        null_frac[r] = float((k_te >= c).mean())
+        null_frac[r] = float((k_te >= c_r).mean())
         for a, alpha in enumerate(alphas):
             mask = bh_select(p, alpha)
-            m = selection_metrics(mask, k_te, c)
+            m = selection_metrics(mask, k_te, c_r)
             out["fdp"][r, a], out["power"][r, a], out["n_sel"][r, a] = (
                 m["fdp"], m["power"], m["n_selected"]
             )  # fmt: skip
             rand = np.zeros(len(te), dtype=bool)
             rand[rng.choice(len(te), int(mask.sum()), replace=False)] = True
-            mr = selection_metrics(rand, k_te, c)
+            mr = selection_metrics(rand, k_te, c_r)
             out["rand_fdp"][r, a], out["rand_power"][r, a] = mr["fdp"], mr["power"]
-        mp = selection_metrics(sel.predict_kappa(X[te]) < c, k_te, c)
+        mp = selection_metrics(sel.predict_kappa(X[te]) < c_r, k_te, c_r)
         plug["fdp"][r], plug["power"][r], plug["n_sel"][r] = (
             mp["fdp"],
             mp["power"],
@@ -450,6 +487,8 @@ def repeated_selection(
     return {
         "alphas": alphas,
         "c": c,
+        "c_quantile": c_quantile,
+        "c_values": c_used,
         "reps": reps,
         "protocol": "fixed-test" if test is not None else "pooled",
         **out,

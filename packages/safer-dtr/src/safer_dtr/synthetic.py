@@ -7,9 +7,11 @@ are testable:
 
 * deceased stays received worse care on average (a latent ``bad`` care flag raises both label noise and
   mortality), so clinicians' labels are noisier for them (the premise of paper Sec. 4.2 / Thm. 4.1);
-* two patient factors are written only in the notes (``restrict``: CHF or ESRD, fluid restricted;
-  ``cmo``: comfort measures only), and they change the optimal action, so the notes stream carries
-  information the tables do not;
+* two patient factors are written only in the notes (``restrict``: CHF or ESRD, fluid restriction
+  planned; ``cmo``: comfort measures only planned), and they change the optimal action from the
+  *decision row* on (default row 7, 0-based: the target row of 8-row sequences). Before it they change
+  nothing (no lab, no urine output, no dose), so no tabular input carries them and the notes stream
+  holds information the tables do not (``tests/test_synthetic.py`` checks this with a logistic probe);
 * the outcome depends on the deviation of the given from the optimal action, so counterfactual mortality
   has a ground truth (:meth:`SyntheticSepsisCohort.oracle_mortality`).
 
@@ -77,7 +79,7 @@ PRESETS: dict[str, dict[str, float]] = {
 
 LMAX = 20
 BLOC_SECONDS = 14_400
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: note-only factors act from the decision row only
 PILOT_SEED = 20250613
 PILOT_BLOCS = 20_000
 
@@ -130,7 +132,6 @@ class _Static:
     restrict: np.ndarray
     esrd: np.ndarray
     cmo: np.ndarray
-    cmo_onset: np.ndarray  # 0-based row index at which comfort care starts
     source: np.ndarray
     length: np.ndarray
     t0: np.ndarray
@@ -146,7 +147,6 @@ class _Static:
 
 def _draw_static(rng: np.random.Generator, extra_len: float) -> dict[str, Any]:
     length = int(min(8 + rng.poisson(extra_len), LMAX))
-    cmo = rng.random() < 0.05
     return {
         "gender": float(rng.random() < 0.45),
         "age_years": float(np.clip(rng.normal(65, 16), 18, 91)),
@@ -157,8 +157,7 @@ def _draw_static(rng: np.random.Generator, extra_len: float) -> dict[str, Any]:
         "bad": float(rng.random() < 0.25),
         "restrict": float(rng.random() < 0.2),
         "esrd": float(rng.random() < 0.5),
-        "cmo": float(cmo),
-        "cmo_onset": int(rng.integers(2, length)) if cmo else LMAX,  # bloc >= 3
+        "cmo": float(rng.random() < 0.1),
         "source": int(rng.choice(4, p=_SOURCE_P)),
         "length": length,
         "t0": float(np.floor(rng.uniform(4.1e9, 7.6e9))),
@@ -206,6 +205,7 @@ def _simulate(
     us: np.ndarray,
     pilot: _Pilot | None,
     *,
+    decision_row: int = 7,
     override_row: int | None = None,
     override_f: np.ndarray | None = None,
     override_v: np.ndarray | None = None,
@@ -214,6 +214,8 @@ def _simulate(
 
     ``pilot=None`` simulates optimal care with z-scores and cut-points left undefined (the pilot run).
     ``override_*`` replace the given fluid/vasopressor levels at one row (the oracle's counterfactual).
+    The note-only factors (``restrict``, ``cmo``) enter the optimal action at rows >= ``decision_row``
+    only and nothing else in the simulation, so the rows before it do not depend on them.
     """
     n = len(st.mu)
     out: dict[str, np.ndarray] = {}
@@ -271,9 +273,7 @@ def _simulate(
             "Calcium": np.clip(8.4 + 0.6 * z[:, _Z["Ca"]], 5, 13),
             "Ionised_Ca": np.clip(1.12 + 0.08 * z[:, _Z["iCa"]], 0.6, 1.6),
             "BUN": np.clip(ln(25 * np.exp(0.3 * s), "BUN"), 2, 200),
-            "Creatinine": np.clip(
-                ln(1.3 * np.exp(0.3 * s), "Creat") + 1.5 * (st.restrict * st.esrd), 0.2, 15
-            ),
+            "Creatinine": np.clip(ln(1.3 * np.exp(0.3 * s), "Creat"), 0.2, 15),
             "SGOT": np.clip(ln(40 * np.exp(0.4 * s), "SGOT"), 5, 10_000),
             "SGPT": np.clip(ln(35 * np.exp(0.4 * s), "SGPT"), 5, 10_000),
             "Total_bili": np.clip(ln(0.9 * np.exp(0.3 * s), "bili"), 0.1, 50),
@@ -291,20 +291,24 @@ def _simulate(
             labs_prev[name] = np.where(remeasure, value, held)
             col(name)[:, t] = labs_prev[name]
         lact = labs_prev["Arterial_lactate"]
-        cmo_t = (st.cmo > 0) & (t >= st.cmo_onset)
+        # the note-only factors act from the decision row on, on the optimal action only
+        acting = t >= decision_row
+        cmo_t = (st.cmo > 0) & acting
+        restrict_t = st.restrict * acting
 
         # optimal levels (0..4) from the latent state and what a clinician sees
         if pilot is None:
             f_star = np.zeros(n, dtype=np.int64)
             v_star = np.zeros(n, dtype=np.int64)
-            col("uF")[:, t] = 0.9 * s - 1.5 * st.restrict - 2.5 * cmo_t
-            col("uV")[:, t] = 1.2 * s - 2.0 * cmo_t
+            col("uF")[:, t] = 0.9 * s - 2.0 * restrict_t - 2.5 * cmo_t
+            col("uV")[:, t] = 1.2 * s + 1.0 * restrict_t - 2.0 * cmo_t
             f_obs, v_obs = f_star, v_star
         else:
             zl = (lact - pilot.lactate_mean) / pilot.lactate_sd
             zm = (mbp - pilot.map_mean) / pilot.map_sd
-            u_f = 0.9 * s + 0.6 * zl - 1.5 * st.restrict - 2.5 * cmo_t
-            u_v = 1.2 * s - 0.8 * zm - 2.0 * cmo_t
+            # fluid restriction: fewer fluids, vasopressors earlier; comfort care: neither
+            u_f = 0.9 * s + 0.6 * zl - 2.0 * restrict_t - 2.5 * cmo_t
+            u_v = 1.2 * s - 0.8 * zm + 1.0 * restrict_t - 2.0 * cmo_t
             f_star = (u_f[:, None] > pilot.fluid_cuts[None]).sum(1)
             v_star = (u_v[:, None] > pilot.vaso_cuts[None]).sum(1)
             f_obs = _clinician(f_star, st.bad, u[:, _U["Fa"]], u[:, _U["Fb"]], u[:, _U["Fc"]])
@@ -317,7 +321,7 @@ def _simulate(
         fluid = _level_dose(f_obs, u[:, _U["fdose"]], FLUID_EDGES)
         vaso = _level_dose(v_obs, u[:, _U["vdose"]], VASO_EDGES)
         vaso_med = vaso * (0.5 + 0.5 * u[:, _U["vmed"]])
-        urine = ln(300 * np.exp(-0.3 * s), "output") * np.where(st.restrict * st.esrd > 0, 0.3, 1.0)
+        urine = ln(300 * np.exp(-0.3 * s), "output")
         in_tot = in_tot + fluid
         out_tot = out_tot + urine
         pf = labs_prev["paO2"] / fio2
@@ -424,7 +428,12 @@ class SyntheticSepsisCohort:
         expected cohort mortality equals it.
     note_only_prob : float
         Probability that a written note states the note-only factors (default 0.8; 0.0 gives the
-        notes-ablated variant whose notes carry no information beyond the tables).
+        notes-ablated variant whose notes carry no information beyond the tables). The tables, the
+        actions and the outcomes do not depend on it (same seed, same table).
+    decision_row : int
+        0-based row from which the note-only factors change the optimal action (default 7, the target
+        row of the default 8-row sequences; 1..19). The notes state the factors from the first bloc on,
+        as a plan; nothing in the table depends on them before this row.
     seed : int
         Seed of the cohort (default 0).
 
@@ -443,6 +452,7 @@ class SyntheticSepsisCohort:
     mortality: float | None = None
     note_only_prob: float = 0.8
     seed: int = 0
+    decision_row: int = 7
     table: dict[str, np.ndarray] = field(init=False, repr=False)
     notes: list[tuple[int, int, str]] = field(init=False, repr=False)
     death_prob: np.ndarray = field(init=False, repr=False)
@@ -459,9 +469,15 @@ class SyntheticSepsisCohort:
             raise ValueError(f"mortality must be in (0, 1), got {target}")
         if not 0.0 <= self.note_only_prob <= 1.0:
             raise ValueError(f"note_only_prob must be in [0, 1], got {self.note_only_prob}")
+        if not (isinstance(self.decision_row, int | np.integer) and 1 <= self.decision_row < LMAX):
+            raise ValueError(
+                f"decision_row must be an integer in 1..{LMAX - 1}, got {self.decision_row!r}"
+            )
         self.n_stays, self.mortality = n, target
         self._static, self._zs, self._us, self._note_seeds = _draw(self.seed, n, cfg["extra_len"])
-        self._sim = _simulate(self._static, self._zs, self._us, _pilot())
+        self._sim = _simulate(
+            self._static, self._zs, self._us, _pilot(), decision_row=int(self.decision_row)
+        )
         lin = _death_linear(self._sim, self._static)
         self.intercept = _solve_intercept(lin, target)
         self.death_prob = _sigmoid(self.intercept + lin)
@@ -555,7 +571,7 @@ class SyntheticSepsisCohort:
             restrict=st.restrict,
             esrd=st.esrd,
             cmo=st.cmo,
-            cmo_onset_bloc=st.cmo_onset + 1,
+            decision_bloc=int(self.decision_row) + 1,
             length=st.length,
             death_prob=self.death_prob,
             intercept=self.intercept,
@@ -601,6 +617,7 @@ class SyntheticSepsisCohort:
             self._zs[stays],
             self._us[stays],
             _pilot(),
+            decision_row=int(self.decision_row),
             override_row=row,
             override_f=fl,
             override_v=vl,
@@ -678,7 +695,7 @@ def _note_text(
             if st.esrd[i] > 0
             else "Hx CHF, EF 20%, fluid restricted."
         )
-    if st.cmo[i] > 0 and t >= st.cmo_onset[i] and rng.random() < note_only_prob:
+    if st.cmo[i] > 0 and rng.random() < note_only_prob:
         kept.append("Family meeting held; DNR/DNI, focus on comfort, no escalation.")
     if not kept:
         kept = [sentences[0]]
