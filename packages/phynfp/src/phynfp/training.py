@@ -19,7 +19,13 @@ from torch import Tensor, nn
 
 from .data import FluxDataset
 
-__all__ = ["TrainConfig", "TrainResult", "evaluate", "fit", "nse", "predict"]
+__all__ = ["TrainConfig", "TrainResult", "TrainingFailed", "evaluate", "fit", "nse", "predict"]
+
+
+class TrainingFailed(RuntimeError):
+    """No usable model came out of :func:`fit`: every training batch had a non-finite loss (so no
+    optimiser step was taken), or the validation MSE was non-finite after every epoch (the weights
+    diverged). Raised instead of returning the untrained initial weights as if they were a result."""
 
 
 @dataclass
@@ -49,6 +55,7 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     epoch_times: list[float] = field(default_factory=list)
     skipped_batches: int = 0
+    trained_batches: int = 0
 
     @property
     def epoch_time(self) -> float:
@@ -196,6 +203,7 @@ def fit(
                 opt.zero_grad(set_to_none=True)
                 continue
             loss.backward()
+            result.trained_batches += 1
             if config.clip is not None:
                 nn.utils.clip_grad_norm_(model.parameters(), config.clip)
             if step % config.accumulate == 0 or step == len(batches):
@@ -220,6 +228,18 @@ def fit(
         if progress is not None:
             progress.update(1)
             progress.set_postfix(val=f"{val:.4f}")
+    total_batches = result.trained_batches + result.skipped_batches
+    if result.trained_batches == 0:
+        raise TrainingFailed(
+            f"no batch trained: all {total_batches} training batches gave a non-finite loss "
+            f"(NaN/inf) and were skipped; lower the learning rate (lr {config.lr:g})"
+        )
+    if best_epoch == 0:
+        raise TrainingFailed(
+            f"training diverged: the validation MSE was non-finite after every one of "
+            f"{config.epochs} epochs ({result.skipped_batches} of {total_batches} training batches "
+            f"skipped as non-finite); lower the learning rate (lr {config.lr:g})"
+        )
     model.load_state_dict(best_state)
     result.best_epoch, result.best_val_mse = best_epoch, best_val
     return result
