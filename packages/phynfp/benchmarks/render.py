@@ -258,7 +258,7 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
     hops = o["travel_hops"]
     wall = sum(r["wall_s"] for r in res["runs"].values())
     lines = [
-        f"### Study: {STUDY_TITLES[key]}: depth, edge orientation and budget",
+        f"#### Study: {STUDY_TITLES[key]}",
         "",
         f"`{res['command']}` (from `packages/phynfp`; resumes from its JSON): seeds "
         f"{', '.join(map(str, seeds))}; {budget['epochs']} epochs × {res['steps_per_epoch']} batches "
@@ -278,7 +278,7 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
         f"{hops[lead]['median']:.0f}; within window + lead: at most {hops['15']['max']}), at each "
         "link's mean speed: the receptive field a 3 h forecast needs.",
         "",
-        "| model | lr | receptive field (hops) | test MSE | test MSE at the old step budget | best epoch | s / step |",
+        "| model | lr | receptive field (hops) | test MSE (mean ± sd) | test MSE at the old step budget | best epoch (median) | s / step |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, value in res["trivial"].items():
@@ -290,8 +290,17 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             label = f"**{arm}** ({label})"
         old = [r["old_budget"]["test_mse"] for r in rs if r.get("old_budget")]
         epochs = sorted(r["best_epoch"] for r in rs)
+        field = rs[0]["receptive_field"]
+        if arm == "mlp":
+            field_text = "0"
+        elif not arm.startswith("phynfp") or arm == "phynfp-bidir":
+            field_text = f"{field}, both ways"
+        elif arm == "phynfp-dynamic":
+            field_text = f"{field}, along the hour's flow"
+        else:
+            field_text = f"{field}, upstream"
         lines.append(
-            f"| {label} | {res['selected_lr'][arm]:g} | {rs[0]['receptive_field']} | "
+            f"| {label} | {res['selected_lr'][arm]:g} | {field_text} | "
             f"{_mean_sd([r['test_mse'] for r in rs])} | {_mean_sd(old)} | "
             f"{epochs[len(epochs) // 2]} of {budget['epochs']} | "
             f"{sum(r['step_s'] for r in rs) / len(rs):.3f} |"
@@ -381,8 +390,57 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             f"| {cause} | {contrast} | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {n} | {verdict(lo, hi)} |"
         )
     verdicts["causes"] = causes
+    if "dirgnn" in runs:
+        lines += [
+            "",
+            "Each PhyNFP arm against DirGNN (MSE(DirGNN) − MSE(arm); > 0: the arm is ahead):",
+            "",
+            "| arm | mean | 95 % t interval | seeds | verdict |",
+            "|---|---|---|---|---|",
+        ]
+        verdicts["arms_vs_dirgnn"] = {}
+        for arm in present:
+            m, lo, hi, n = _paired(runs[arm], runs["dirgnn"], mse, mse)
+            lines.append(f"| {arm} | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {n} | {verdict(lo, hi)} |")
+            verdicts["arms_vs_dirgnn"][arm] = (m, lo, hi, n, verdict(lo, hi))
     lines.append("")
     return lines, verdicts
+
+
+def study_summary(key: str, v: dict) -> list[str]:
+    """The headline lines of one study dataset."""
+    best, vs = v["best_arm"], v["vs"]
+    others = {k: x for k, x in vs.items() if not k.startswith("phynfp")}
+    words = [x[4] for x in others.values()]
+    if all(w == "ahead" for w in words):
+        head = "met (ahead of every other model)"
+    elif any(w == "behind" for w in words):
+        head = (
+            "**missed** (behind "
+            + ", ".join(k for k, x in others.items() if x[4] == "behind")
+            + ")"
+        )
+    else:
+        head = (
+            "**not shown** (tie with "
+            + ", ".join(k for k, x in others.items() if x[4] == "tie")
+            + ")"
+        )
+    d = vs.get("dirgnn")
+    p = vs.get("persistence")
+    out = [
+        f"- {STUDY_TITLES[key]}: *PhyNFP has the lowest test MSE*: {head}. PhyNFP = {best} "
+        "(selected on validation among the PhyNFP arms)"
+        + (f"; vs DirGNN {d[0]:+.4f} [{d[1]:+.4f}, {d[2]:+.4f}] ({d[4]})" if d else "")
+        + (f"; vs persistence {p[0]:+.4f} [{p[1]:+.4f}, {p[2]:+.4f}] ({p[4]})" if p else "")
+        + (f"; {d[3]} seeds." if d else ".")
+    ]
+    moved = [
+        f"{c[0]} ({c[1]}: {c[2]:+.4f} [{c[3]:+.4f}, {c[4]:+.4f}], {verdict(c[3], c[4])})"
+        for c in v["causes"]
+    ]
+    out.append(f"- {STUDY_TITLES[key]}: causes: " + "; ".join(moved) + ".")
+    return out
 
 
 def render() -> str:
@@ -398,22 +456,45 @@ def render() -> str:
         if path.is_file():
             studies[key] = json.loads(path.read_text())
     study_lines: list[str] = []
+    heads: list[str] = []
     for key, res in studies.items():
         if not _study_runs(res):
             continue
-        lines, _ = study_blocks(key, res)
+        lines, verdicts_ = study_blocks(key, res)
         study_lines.extend(lines)
+        heads.extend(study_summary(key, verdicts_))
     if study_lines:
-        blocks.append("## Issue 28 study: depth, orientation, budget (Net3, ky4)")
+        blocks.append("### Issue 28 study: depth, orientation and budget (Net3, ky4)")
+        blocks.append("")
+        blocks.append(
+            "MSE is on z-scored targets over all nodes and test windows; ± is the sample standard "
+            "deviation (ddof = 1) over the seeds shown; intervals are 95 % t intervals of paired "
+            "differences over seeds."
+        )
+        blocks.append("")
+        blocks.append("**Verdicts:**")
+        blocks.append("")
+        blocks.extend(heads)
         blocks.append("")
         blocks.extend(study_lines)
-        blocks.append("## The 0.1.0 benchmark (all datasets, 3 seeds, small budget)")
+        blocks.append("### The 0.1.0 benchmark (all datasets, 3 seeds, small budget)")
         blocks.append("")
     if loaded:
+        blocks.append(
+            "Numbers are means ± sample standard deviation (ddof = 1) over the seeds shown; MSE is on "
+            "z-scored targets over all nodes and test windows; NSE is the median over nodes of the "
+            "per-node Nash-Sutcliffe efficiency on de-normalised values. G_train = (MSE of the model "
+            "trained and tested on flipped edges − MSE forward) / MSE forward; G_flip: the forward model "
+            "evaluated on flipped edges; leakage: response outside the perturbed node's downstream set "
+            "over the response inside it (0 = information only flows downstream). Epoch time: median "
+            "training-epoch time over the run, as a ratio to GCN in the same process. Rendered by "
+            "`benchmarks/render.py` from `benchmarks/results/*.json`."
+        )
+        blocks.append("")
         blocks.extend(summary(loaded))
     for key, res in loaded.items():
         b = res["budget"]
-        blocks.append(f"### {TITLES[key]}")
+        blocks.append(f"#### {TITLES[key]}")
         blocks.append("")
         blocks.append(
             f"`{res['command']}` (from `packages/phynfp`): {len(res['seeds'])} seed{'s' if len(res['seeds']) > 1 else ''} "
@@ -433,15 +514,6 @@ def render() -> str:
     body = "\n".join(
         [
             START,
-            "",
-            "Numbers are means ± sample standard deviation (ddof = 1) over the seeds shown; MSE is on "
-            "z-scored targets over all nodes and test windows; NSE is the median over nodes of the "
-            "per-node Nash-Sutcliffe efficiency on de-normalised values. G_train = (MSE of the model "
-            "trained and tested on flipped edges − MSE forward) / MSE forward; G_flip: the forward model "
-            "evaluated on flipped edges; leakage: response outside the perturbed node's downstream set "
-            "over the response inside it (0 = information only flows downstream). Epoch time: median "
-            "training-epoch time over the run, as a ratio to GCN in the same process. Rendered by "
-            "`benchmarks/render.py` from `benchmarks/results/*.json`.",
             "",
             *blocks,
             END,
