@@ -305,6 +305,29 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             f"{epochs[len(epochs) // 2]} of {budget['epochs']} | "
             f"{sum(r['step_s'] for r in rs) / len(rs):.3f} |"
         )
+    edge = [
+        r
+        for r in res["runs"].values()
+        if r["seed"] == seeds[0] and r["lr"] > max(proto["lrs"]) and r["arm"] in runs
+    ]
+    if edge:
+        top = max(proto["lrs"])
+        better = [
+            r["arm"]
+            for r in edge
+            if r["val_mse"] is not None and r["val_mse"] < runs[r["arm"]][seeds[0]]["val_mse"]
+        ]
+        lines += [
+            "",
+            f"Grid edge: {top:g} is the top of the learning-rate grid; seed 0 at {edge[0]['lr']:g} "
+            f"gave a lower validation MSE for {', '.join(better) if better else 'no arm'} "
+            f"(of {len(edge)} checked)"
+            + (
+                "; those arms may be under-tuned here (the comparison above keeps the grid's choice)."
+                if better
+                else "."
+            ),
+        ]
     # The PhyNFP arm selected on validation MSE stands for PhyNFP in the headline comparison.
     present = [a for a in PHYNFP_ARMS if a in runs]
     val = {a: sum(r["val_mse"] for r in runs[a].values()) / len(runs[a]) for a in present}

@@ -45,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 SEEDS = [0, 1, 2, 3, 4]
 LRS = [1e-3, 3e-3]
+EDGE_LR = 1e-2  # --edge-check: seed 0 at the next grid value above, to see whether 3e-3 is an edge
 BASELINES = ["mlp", "gcn", "gat", "sage", "dirgnn"]
 PHYNFP_ARMS = ["phynfp", "phynfp-reach", "phynfp-dynamic", "phynfp-bidir"]
 
@@ -237,6 +238,7 @@ def run_dataset(
     paper: bool,
     max_seeds: int | None = None,
     skip: tuple[str, ...] = (),
+    edge_check: bool = False,
 ) -> Path:
     """Run (or resume) one dataset's study; ``max_seeds`` stops after that many seeds (a later call
     continues)."""
@@ -349,6 +351,10 @@ def run_dataset(
         for arm in arms:
             if arm not in skip:
                 do(arm, seed, chosen[arm])
+    if edge_check:  # the grid extended by one value at seed 0 (recorded, not used for selection)
+        for arm in arms:
+            if arm not in skip and chosen[arm] == max(lrs):
+                do(arm, seeds[0], EDGE_LR)
     payload["complete"] = all(f"{a}|{s}|{chosen[a]:g}" in runs for a in arms for s in seeds)
     save()
     print(f"wrote {path.relative_to(HERE.parent)}", flush=True)
@@ -369,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-render", action="store_true", help="do not re-render the README")
     parser.add_argument(
         "--max-seeds", type=int, default=None, help="stop after this many seeds (resume later)"
+    )
+    parser.add_argument(
+        "--edge-check",
+        action="store_true",
+        help=f"also run seed 0 at lr {EDGE_LR:g} for arms whose selected lr is the grid's top",
     )
     parser.add_argument(
         "--skip-arms", default="", help="comma-separated arms not to run now (resume later)"
@@ -392,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             paper=args.paper_scale,
             max_seeds=args.max_seeds,
             skip=skip,
+            edge_check=args.edge_check,
         )
     if not args.quick and not args.no_render and not args.paper_scale:
         sys.path.insert(0, str(HERE))
