@@ -386,7 +386,7 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             )
             causes.append(
                 (
-                    "budget",
+                    f"budget ({arm})",
                     f"{arm}: MSE after {res['old_budget_epoch'] * res['steps_per_epoch']} steps − after {steps}",
                     m,
                     lo,
@@ -407,7 +407,16 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
                 d[s]["old_budget"]["test_mse"] - a[s]["old_budget"]["test_mse"] for s in seeds_
             ]
             m, lo, hi, n = t_interval([f - g for f, g in zip(gap_full, gap_old)])
-            causes.append(("budget", f"gap DirGNN − {arm}: full budget − old budget", m, lo, hi, n))
+            causes.append(
+                (
+                    f"budget, gap to DirGNN ({arm})",
+                    f"gap DirGNN − {arm}: full budget − old budget",
+                    m,
+                    lo,
+                    hi,
+                    n,
+                )
+            )
     for cause, contrast, m, lo, hi, n in causes:
         lines.append(
             f"| {cause} | {contrast} | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {n} | {verdict(lo, hi)} |"
@@ -463,6 +472,20 @@ def study_summary(key: str, v: dict) -> list[str]:
         for c in v["causes"]
     ]
     out.append(f"- {STUDY_TITLES[key]}: causes: " + "; ".join(moved) + ".")
+    groups: dict[str, list[str]] = {"ahead": [], "tie": [], "behind": []}
+    for cause, _contrast, _, lo, hi, _ in v["causes"]:
+        word = verdict(lo, hi)
+        if word in groups:
+            groups[word].append(cause)
+    out.append(
+        f"- {STUDY_TITLES[key]}: lowered the test MSE (interval > 0): "
+        + (", ".join(dict.fromkeys(groups["ahead"])) or "nothing")
+        + "; no detectable effect: "
+        + (", ".join(dict.fromkeys(groups["tie"])) or "nothing")
+        + "; raised the test MSE: "
+        + (", ".join(dict.fromkeys(groups["behind"])) or "nothing")
+        + "."
+    )
     return out
 
 
