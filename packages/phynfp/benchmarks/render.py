@@ -378,7 +378,7 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
         if arm in runs and base:
             m, lo, hi, n = _paired(runs[arm], base, mse, mse)
             causes.append((cause, f"MSE(phynfp) − MSE({arm})", m, lo, hi, n))
-    for arm in ("phynfp", best, "dirgnn"):
+    for arm in dict.fromkeys(("phynfp", best, "dirgnn")):
         if arm in runs:
             old = {s: r for s, r in runs[arm].items() if r.get("old_budget")}
             m, lo, hi, n = _paired(
@@ -442,9 +442,12 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
 def study_summary(key: str, v: dict) -> list[str]:
     """The headline lines of one study dataset."""
     best, vs = v["best_arm"], v["vs"]
-    others = {k: x for k, x in vs.items() if not k.startswith("phynfp")}
+    few = [k for k, x in vs.items() if not k.startswith("phynfp") and x[3] < 2]
+    others = {k: x for k, x in vs.items() if not k.startswith("phynfp") and x[3] >= 2}
     words = [x[4] for x in others.values()]
-    if all(w == "ahead" for w in words):
+    if not words:
+        head = "not measured yet (fewer than 2 seeds)"
+    elif all(w == "ahead" for w in words):
         head = "met (ahead of every other model)"
     elif any(w == "behind" for w in words):
         head = (
@@ -465,7 +468,8 @@ def study_summary(key: str, v: dict) -> list[str]:
         "(selected on validation among the PhyNFP arms)"
         + (f"; vs DirGNN {d[0]:+.4f} [{d[1]:+.4f}, {d[2]:+.4f}] ({d[4]})" if d else "")
         + (f"; vs persistence {p[0]:+.4f} [{p[1]:+.4f}, {p[2]:+.4f}] ({p[4]})" if p else "")
-        + (f"; {d[3]} seeds." if d else ".")
+        + (f"; {d[3]} seeds" if d else "")
+        + (f"; {', '.join(few)} ran one seed only (CPU budget), so no interval." if few else ".")
     ]
     moved = [
         f"{c[0]} ({c[1]}: {c[2]:+.4f} [{c[3]:+.4f}, {c[4]:+.4f}], {verdict(c[3], c[4])})"
