@@ -102,3 +102,13 @@ def test_demo_quick_runs(tmp_path):
     res = results(out)
     assert res["quick"] is True
     assert res["models"]["phynfp"]["summary"]["leakage"]["mean"] == 0.0
+
+
+def test_a_run_that_trains_nothing_fails_with_one_line_and_writes_no_results(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "--dataset", "river-synth", "--nodes", "8", "--hours", "1200", "--models",
+            "mlp", "--no-reverse", "--lr", "1e30", "--out", str(out), *TINY]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--lr" in err[0] and "non-finite" in err[0]
+    assert not (out / "results.json").exists()

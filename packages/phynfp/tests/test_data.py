@@ -360,3 +360,30 @@ def test_check_tree_rejects_cycles_and_branching():
     forest = torch.tensor([[0, 2], [1, 3]])
     with pytest.raises(ValueError, match="one outlet"):
         check_tree(forest, 4)
+
+
+def test_wntr_flow_signs_opposing_share_and_travel_hops(net1):
+    from phynfp import load_wntr, longest_path
+    from phynfp.wdn import scenario_flow_sign, scenario_graph, travel_hops
+
+    sim, cache = net1
+    data = load_wntr("Net1", scenarios=3, hours=24, cache_dir=cache)
+    g = data.groups[0]
+    scenario = int(g.name.rsplit("scenario", 1)[1])
+    ei, _ = scenario_graph(sim, scenario)
+    sign = scenario_flow_sign(sim, scenario)
+    assert sign.shape == (sim.flow.shape[1], ei.shape[1])
+    assert g.flow_sign is not None and torch.equal(g.flow_sign, torch.as_tensor(sign))
+    # Every kept link's mean flow follows its edge, so at least one of its hours does too.
+    assert ((sign > 0).mean(0) > 0).all()
+    share = data.opposing_share()
+    assert 0.0 <= share < 0.5
+    per_group = [float((gr.flow_sign < 0).float().mean()) for gr in data.groups]
+    assert share == pytest.approx(float(np.mean(per_group)))
+    starts = data.splits["train"][0][1][:3]
+    expected = g.flow_sign[torch.as_tensor(starts) + data.window - 1]
+    assert torch.equal(data.edge_sign(0, starts), expected)
+    assert torch.equal(data.reversed().groups[0].flow_sign, -g.flow_sign)
+    hops = travel_hops(sim, scenario, 1e9)  # unlimited time: every upstream path counts
+    assert hops.max() == longest_path(torch.as_tensor(ei), sim.node_names.size)
+    assert (travel_hops(sim, scenario, 0.5) <= hops).all()

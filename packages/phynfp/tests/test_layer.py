@@ -270,3 +270,60 @@ def test_clamp_bounds_layer_output():
         )
         > 0.1
     )
+
+
+def test_substeps_reach_exactly_layers_times_substeps_plus_one_hops_downstream():
+    ei = chain(10)
+    attr = torch.randn(9, EDGE_DIM, dtype=torch.float64)
+    model = model64(num_layers=2, substeps=2)
+    assert model.receptive_field == 6
+    x = inputs(10)
+    with torch.no_grad():
+        base = model(x, ei, attr)
+        xp = x.clone()
+        xp[1, -1, 0] += 1.0
+        out = model(xp, ei, attr)
+    changed = [i for i in range(10) if not torch.equal(out[i], base[i])]
+    assert changed == [1, 2, 3, 4, 5, 6, 7]  # node 1 and the 6 hops below it, nothing upstream
+
+
+def test_substeps_auto_reaches_the_longest_path_and_needs_upwind():
+    from phynfp.models import substeps_for_reach
+
+    ei = chain(12)
+    model = PhyNFP(12, EDGE_DIM, 8, 3, substeps="auto", edge_index=ei, num_nodes=12)
+    assert model.substeps == 3 and model.receptive_field == 12 >= longest_path(ei, 12)
+    assert [substeps_for_reach(r, 4) for r in (1, 4, 5, 41)] == [0, 0, 1, 10]
+    with pytest.raises(ValueError, match="substeps need mode='upwind'"):
+        PhyNFPConv(8, EDGE_DIM, mode="code", substeps=2)
+    with pytest.raises(ValueError, match="substeps must be an integer >= 0"):
+        PhyNFPConv(8, EDGE_DIM, substeps=-1)
+
+
+def test_dynamic_orientation_equals_static_operators_for_constant_signs():
+    ei, n = small_tree()
+    attr = torch.randn(ei.size(1), EDGE_DIM, dtype=torch.float64)
+    x = inputs(n).unsqueeze(0).repeat(2, 1, 1, 1)  # two samples over one graph
+    models = {o: model64(num_layers=3, orientation=o, substeps=1) for o in ("downstream", "upstream", "dynamic")}  # fmt: skip
+    state = models["downstream"].state_dict()
+    for m in models.values():
+        m.load_state_dict(state)
+    assert models["dynamic"].needs_edge_sign and not models["downstream"].needs_edge_sign
+    sign = torch.tensor([[1.0] * 6, [-1.0] * 6], dtype=torch.float64)  # sample 0 follows, 1 opposes
+    with torch.no_grad():
+        dyn = models["dynamic"](x, ei, attr, edge_sign=sign)
+        assert torch.allclose(dyn[0], models["downstream"](x[0], ei, attr), atol=1e-12)
+        assert torch.allclose(dyn[1], models["upstream"](x[1], ei, attr), atol=1e-12)
+        # One reversed edge (5 → 2 becomes 2 → 5): node 5 now hears node 2, node 2 no longer node 5.
+        mixed = torch.ones(1, 6, dtype=torch.float64)
+        mixed[0, 2] = -1.0
+        xp = x[:1].clone()
+        xp[0, 2, -1, 0] += 1.0
+        moved = models["dynamic"](xp, ei, attr, edge_sign=mixed) - models["dynamic"](
+            x[:1], ei, attr, edge_sign=mixed
+        )
+        assert moved[0, 5].abs().max() > 0 and moved[0, 6].abs().max() == 0
+    with pytest.raises(ValueError, match="needs edge_sign"):
+        models["dynamic"](x, ei, attr)
+    with pytest.raises(ValueError, match="edge_sign must have shape"):
+        models["dynamic"](x, ei, attr, edge_sign=torch.ones(3, 6, dtype=torch.float64))

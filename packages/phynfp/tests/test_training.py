@@ -130,3 +130,19 @@ def test_experiment_reports_gaps_and_invariances(tiny):
     assert m["phynfp"]["runs"][0]["g_flip"] != 0.0
     assert m["phynfp"]["summary"]["leakage"]["mean"] == 0.0
     assert m["gcn"]["summary"]["epoch_time_ratio_to_gcn"] == pytest.approx(1.0)
+
+
+def test_fit_raises_when_no_batch_trains_or_every_epoch_diverges(tiny):
+    from phynfp import TrainingFailed
+
+    torch.manual_seed(0)
+    model = GraphBaseline("mlp", tiny.window * tiny.num_features, tiny.edge_dim, 8, 1)
+    with pytest.raises(TrainingFailed, match="non-finite"):
+        fit(model, tiny, TrainConfig(epochs=2, max_batches=3, lr=1e30))
+    # A NaN in every target: every loss is non-finite, no optimiser step is taken.
+    from dataclasses import replace
+
+    g = tiny.groups[0]
+    bad = replace(tiny, groups=[replace(g, target=torch.full_like(g.target, float("nan")))])
+    with pytest.raises(TrainingFailed, match="no batch trained"):
+        fit(model, bad, TrainConfig(epochs=1, max_batches=2))

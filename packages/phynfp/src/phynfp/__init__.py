@@ -26,7 +26,7 @@ from .models import PRESETS, Climatology, GraphBaseline, Persistence, PhyNFP, bu
 from .operators import build_pattern, difference_operator
 from .river import RiverConfig, RiverSim, simulate_river
 from .sensitivity import gap, perturbation_response
-from .training import TrainConfig, TrainResult, evaluate, fit, nse, predict
+from .training import TrainConfig, TrainingFailed, TrainResult, evaluate, fit, nse, predict
 from .wdn import junction_balance, load_wntr, simulate_wntr
 
 __version__ = version("phynfp")
@@ -46,6 +46,7 @@ __all__ = [
     "RiverSim",
     "TrainConfig",
     "TrainResult",
+    "TrainingFailed",
     "__version__",
     "build_model",
     "build_pattern",

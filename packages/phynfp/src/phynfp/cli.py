@@ -387,6 +387,7 @@ def _run(
     import torch
 
     from .experiment import run_experiment
+    from .training import TrainingFailed
 
     if args.preset == "official" and args.layers == "auto":
         raise C.UsageError(
@@ -401,12 +402,16 @@ def _run(
     C.say(args, f"data: {label or data.describe()}")
     cfg = _experiment_config(args, epochs=epochs, max_batches=max_batches)
     torch.manual_seed(args.seed)
-    results, models = run_experiment(
-        data,
-        cfg,
-        progress=lambda total, desc: C.progress(total, desc, args.quiet),
-        log=lambda text: C.say(args, text),
-    )
+    try:
+        results, models = run_experiment(
+            data,
+            cfg,
+            progress=lambda total, desc: C.progress(total, desc, args.quiet),
+            log=lambda text: C.say(args, text),
+        )
+    except TrainingFailed as exc:
+        # One line and exit 2, and no results.json: a run that trained nothing has no result.
+        raise C.UsageError("--lr", f"training failed, no results written: {exc}") from None
     results["data_options"] = {
         k: v for k, v in options.items() if k not in ("progress", "cache_dir")
     }

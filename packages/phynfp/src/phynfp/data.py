@@ -54,6 +54,9 @@ class GraphGroup:
     mean: Tensor
     std: Tensor
     name: str = ""
+    flow_sign: Tensor | None = (
+        None  # [T, E]: +1 where the flow follows the edge that hour, -1 against
+    )
 
     @property
     def num_nodes(self) -> int:
@@ -86,7 +89,14 @@ class FluxDataset:
 
     def reversed(self) -> FluxDataset:
         """The same data with every edge flipped (edge features keep their values)."""
-        groups = [replace(g, edge_index=g.edge_index.flip(0).contiguous()) for g in self.groups]
+        groups = [
+            replace(
+                g,
+                edge_index=g.edge_index.flip(0).contiguous(),
+                flow_sign=None if g.flow_sign is None else -g.flow_sign,
+            )
+            for g in self.groups
+        ]
         return replace(self, groups=groups, flipped=not self.flipped)
 
     def with_headwater_reverse_edges(self) -> FluxDataset:
@@ -109,6 +119,9 @@ class FluxDataset:
                     g,
                     edge_index=torch.cat([ei, ei[:, idx].flip(0)], dim=1),
                     edge_attr=torch.cat([g.edge_attr, g.edge_attr[idx]]),
+                    flow_sign=None
+                    if g.flow_sign is None
+                    else torch.cat([g.flow_sign, -g.flow_sign[:, idx]], dim=1),
                 )
             )
         return replace(self, groups=groups)
@@ -121,6 +134,40 @@ class FluxDataset:
         x = g.series[steps].permute(0, 2, 1, 3)
         y = g.target[idx + self.window + self.lead - 1]
         return x, y
+
+    def edge_sign(self, group: int, starts: np.ndarray) -> Tensor:
+        """[B, E] flow signs at the last hour of each window (what is known when the forecast is
+        made): +1 where the flow follows ``edge_index``, -1 where it opposes it."""
+        g = self.groups[group]
+        if g.flow_sign is None:
+            raise ValueError(
+                f"{self.name}: orientation='dynamic' needs hourly flow signs, which only the wntr "
+                "datasets carry"
+            )
+        idx = torch.as_tensor(starts, dtype=torch.long) + self.window - 1
+        return g.flow_sign[idx]
+
+    def model_inputs(self, model: Any, group: int, starts: np.ndarray) -> dict[str, Tensor]:
+        """Extra keyword inputs ``model`` needs for these windows (``edge_sign`` for a PhyNFP with
+        ``orientation="dynamic"``; nothing for every other model)."""
+        if getattr(model, "needs_edge_sign", False):
+            return {"edge_sign": self.edge_sign(group, starts)}
+        return {}
+
+    def opposing_share(self, split: str | None = None) -> float | None:
+        """Share of link-hours whose flow opposes the edge's assigned direction (None without flow
+        signs); over the hours of every group of ``split`` (default: all groups)."""
+        members = (
+            range(len(self.groups))
+            if split is None
+            else sorted({group for group, _ in self.splits[split]})
+        )
+        signs = [self.groups[i].flow_sign for i in members]
+        if not signs or any(s is None for s in signs):
+            return None
+        total = sum(int(s.numel()) for s in signs if s is not None)
+        against = sum(int((s < 0).sum()) for s in signs if s is not None)
+        return against / max(total, 1)
 
     def describe(self) -> str:
         g = self.groups[0]

@@ -19,7 +19,7 @@ from .data import FluxDataset, load_metr_la, make_river
 from .graph import is_dag, longest_path
 from .models import MODEL_NAMES, PRESETS, build_model
 from .sensitivity import gap, perturbation_response
-from .training import TrainConfig, evaluate, fit
+from .training import TrainConfig, TrainingFailed, evaluate, fit
 
 __all__ = [
     "DATASET_KINDS",
@@ -208,7 +208,10 @@ def run_experiment(
             bar = (
                 progress(train_cfg.epochs, f"{name} seed {seed}") if progress and learned else None
             )
-            fitted = fit(model, data, train_cfg, device=cfg.device, progress=bar)
+            try:
+                fitted = fit(model, data, train_cfg, device=cfg.device, progress=bar)
+            except TrainingFailed as exc:
+                raise TrainingFailed(f"{name} seed {seed}: {exc}") from exc
             if bar is not None:
                 bar.close()
             run: dict[str, Any] = {"seed": seed, "train": fitted.to_dict()}
@@ -224,7 +227,10 @@ def run_experiment(
                 bar = (
                     progress(train_cfg.epochs, f"{name} seed {seed} reversed") if progress else None
                 )
-                rev_fit = fit(rev, reversed_data, train_cfg, device=cfg.device, progress=bar)
+                try:
+                    rev_fit = fit(rev, reversed_data, train_cfg, device=cfg.device, progress=bar)
+                except TrainingFailed as exc:
+                    raise TrainingFailed(f"{name} seed {seed} (flipped edges): {exc}") from exc
                 if bar is not None:
                     bar.close()
                 run["reversed"] = evaluate(rev, reversed_data, "test", device=cfg.device)

@@ -23,6 +23,9 @@ from .operators import MODES, ORIENTATIONS, OperatorPattern, build_pattern, diff
 __all__ = ["EdgeMLP", "PhyNFPConv"]
 
 PHYSICS = ("saint_venant", "aw_rascle")
+# "dynamic": the edge direction of every sample follows the sign of the flow (``edge_sign``), by
+# masking the bidirectional pattern E ∪ flip(E) per sample (time-varying orientation).
+LAYER_ORIENTATIONS = (*ORIENTATIONS, "dynamic")
 _CACHE_SIZE = 8
 
 
@@ -71,8 +74,10 @@ class PhyNFPConv(MessagePassing):
         mode (str): ``"upwind"`` (paper form, default), ``"code"`` (official builder: same-sign
             off-diagonals, unconstrained δx, A_z = δz without 1/δx) or ``"central"`` (official
             second-order helper). (default: ``"upwind"``)
-        orientation (str): ``"downstream"``, ``"upstream"`` or ``"bidirectional"``.
-            (default: ``"downstream"``)
+        orientation (str): ``"downstream"``, ``"upstream"``, ``"bidirectional"`` or ``"dynamic"``
+            (each sample's edges point the way its flow goes: ``edge_sign`` [E] or [B, E] in
+            :meth:`forward` is +1 where the flow follows ``edge_index`` and -1 where it opposes it;
+            the bidirectional pattern is masked per sample). (default: ``"downstream"``)
         physics (str): ``"saint_venant"`` (default) or ``"aw_rascle"`` (experimental traffic variant;
             not from the paper's text).
         edge_hidden (int): width of the edge MLPs φ1, φ2. (default: 16)
@@ -84,6 +89,12 @@ class PhyNFPConv(MessagePassing):
         c_src (float): diagonal entry of source rows. (default: 1.0)
         eps_dx (float): ε_x in Δx = softplus(φ1) + ε_x (upwind mode). (default: 1e-3)
         cached (bool): cache the operator pattern per graph. (default: True)
+        substeps (int): k linear upwind transport sub-steps before the momentum update (sub-cycling,
+            ``mode="upwind"`` only): ``u_i ← u_i + c (Σ_{e=(j→i)} ŵ_e u_j − u_i)`` with ŵ the
+            layer's 1/Δx weights normalised over each node's in-edges and a learnable Courant
+            number c = sigmoid(·) ∈ (0, 1) (initialised at 0.5); nodes without in-edges keep their
+            value. Each sub-step moves information one more hop downstream, so one layer reaches
+            k + 1 hops at the price of k sparse products and no extra H × H weights. (default: 0)
 
     Shapes:
         - **input:** node features ``(|V|, C)`` or ``(B, |V|, C)``, edge indices ``(2, |E|)``, edge features
@@ -107,6 +118,7 @@ class PhyNFPConv(MessagePassing):
         c_src: float = 1.0,
         eps_dx: float = 1e-3,
         cached: bool = True,
+        substeps: int = 0,
     ) -> None:
         super().__init__(aggr="add", node_dim=-2)
         if channels < 1:
@@ -118,9 +130,15 @@ class PhyNFPConv(MessagePassing):
             )
         if mode not in MODES:
             raise ValueError(f"PhyNFPConv: mode must be one of {MODES}, got {mode!r}")
-        if orientation not in ORIENTATIONS:
+        if orientation not in LAYER_ORIENTATIONS:
             raise ValueError(
-                f"PhyNFPConv: orientation must be one of {ORIENTATIONS}, got {orientation!r}"
+                f"PhyNFPConv: orientation must be one of {LAYER_ORIENTATIONS}, got {orientation!r}"
+            )
+        if not isinstance(substeps, int) or isinstance(substeps, bool) or substeps < 0:
+            raise ValueError(f"PhyNFPConv: substeps must be an integer >= 0, got {substeps!r}")
+        if substeps and mode != "upwind":
+            raise ValueError(
+                f"PhyNFPConv: substeps need mode='upwind' (positive 1/Δx weights), got mode={mode!r}"
             )
         if physics not in PHYSICS:
             raise ValueError(f"PhyNFPConv: physics must be one of {PHYSICS}, got {physics!r}")
@@ -146,6 +164,7 @@ class PhyNFPConv(MessagePassing):
         self.c_src = c_src
         self.eps_dx = eps_dx
         self.cached = cached
+        self.substeps = substeps
         self._patterns: OrderedDict[int, tuple[Tensor, int, int, tuple[OperatorPattern, ...]]]
         self._patterns = OrderedDict()
 
@@ -169,6 +188,10 @@ class PhyNFPConv(MessagePassing):
         else:
             self.dt = nn.Parameter(torch.tensor(float(dt)), requires_grad=learn_dt)
         self.dg = nn.Parameter(torch.tensor(float(dg_init)))
+        if substeps:
+            self.courant: nn.Parameter | None = nn.Parameter(torch.tensor(0.0))
+        else:
+            self.register_parameter("courant", None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -191,6 +214,8 @@ class PhyNFPConv(MessagePassing):
                 self.dt.fill_(float(self.dt_init))
         with torch.no_grad():
             self.dg.fill_(float(self.dg_init))
+            if self.courant is not None:
+                self.courant.zero_()
 
     # ------------------------------------------------------------------------------ operators
 
@@ -216,9 +241,10 @@ class PhyNFPConv(MessagePassing):
         if hit is not None and hit[0] is edge_index and hit[1] == num_nodes and hit[2] == version:
             self._patterns.move_to_end(key)
             return hit[3]
+        orientation = "bidirectional" if self.orientation == "dynamic" else self.orientation
         built = (
-            build_pattern(edge_index, num_nodes, self.mode, self.orientation, "advection"),
-            build_pattern(edge_index, num_nodes, self.mode, self.orientation, "elevation"),
+            build_pattern(edge_index, num_nodes, self.mode, orientation, "advection"),
+            build_pattern(edge_index, num_nodes, self.mode, orientation, "elevation"),
         )
         if self.cached:
             self._patterns[key] = (edge_index, num_nodes, version, built)
@@ -231,6 +257,11 @@ class PhyNFPConv(MessagePassing):
     ) -> tuple[Tensor, Tensor | None]:
         """The learned operators (D1, D2) of this layer on a graph, as sparse (or dense) N × N tensors."""
         check_graph(edge_index, num_nodes, edge_attr, self.edge_dim, where=type(self).__name__)
+        if self.orientation == "dynamic":
+            raise ValueError(
+                "PhyNFPConv.operators: orientation='dynamic' has one operator per sample; build "
+                "them with orientation='downstream' on each sample's oriented edges"
+            )
         w1, w2 = self.edge_weights(edge_attr)
         mode, orientation, c_src = self.mode, self.orientation, self.c_src
         d1 = difference_operator(
@@ -257,13 +288,44 @@ class PhyNFPConv(MessagePassing):
             )
         return d1, d2
 
-    def difference(self, pattern: OperatorPattern, weight: Tensor, v: Tensor) -> Tensor:
-        """``D_w v``: diagonal part times v plus the off-diagonal part by message passing."""
+    def difference(
+        self, pattern: OperatorPattern, weight: Tensor, v: Tensor, mask: Tensor | None = None
+    ) -> Tensor:
+        """``D_w v``: diagonal part times v plus the off-diagonal part by message passing.
+
+        ``mask`` [..., E'] (0/1 per entry of the pattern, optionally per sample) switches edges off:
+        a node whose in-edges are all off is a source (diagonal ``c_src``)."""
         w = weight[pattern.edge_map].to(v.dtype)
         n = pattern.num_nodes
+        if mask is None:
+            agg = self.propagate(pattern.index, x=v, w=w, size=(n, n))
+            diag = pattern.diagonal(weight, self.c_src).to(v.dtype)
+            return diag.unsqueeze(-1) * v + pattern.b * agg
+        w = w * mask
         agg = self.propagate(pattern.index, x=v, w=w, size=(n, n))
-        diag = pattern.diagonal(weight, self.c_src).to(v.dtype)
+        dst = pattern.index[1]
+        deg = w.new_zeros(*w.shape[:-1], n).index_add_(-1, dst, w)
+        active = mask.new_zeros(*mask.shape[:-1], n).index_add_(-1, dst, mask)
+        diag = pattern.a * deg + self.c_src * (active == 0).to(v.dtype)
         return diag.unsqueeze(-1) * v + pattern.b * agg
+
+    def transport(
+        self, pattern: OperatorPattern, weight: Tensor, v: Tensor, mask: Tensor | None = None
+    ) -> Tensor:
+        """``substeps`` linear upwind transport sub-steps of ``v`` (see the class docstring)."""
+        if not self.substeps or self.courant is None:
+            return v
+        w = weight[pattern.edge_map].to(v.dtype)
+        if mask is not None:
+            w = w * mask
+        n, dst = pattern.num_nodes, pattern.index[1]
+        deg = w.new_zeros(*w.shape[:-1], n).index_add_(-1, dst, w)
+        share = w / deg.clamp_min(1e-12).index_select(-1, dst)
+        rate = (torch.sigmoid(self.courant) * (deg > 0).to(v.dtype)).unsqueeze(-1)
+        for _ in range(self.substeps):
+            inflow = self.propagate(pattern.index, x=v, w=share, size=(n, n))
+            v = v + rate * (inflow - v)
+        return v
 
     def message(self, x_j: Tensor, w: Tensor) -> Tensor:
         return w.unsqueeze(-1) * x_j
@@ -289,6 +351,7 @@ class PhyNFPConv(MessagePassing):
         edge_index: Tensor,
         edge_attr: Tensor | None = None,
         dt: Tensor | None = None,
+        edge_sign: Tensor | None = None,
     ) -> Tensor:
         if edge_attr is None:
             raise ValueError(
@@ -308,29 +371,53 @@ class PhyNFPConv(MessagePassing):
             raise ValueError(
                 f"{type(self).__name__} was built with dt=None (shared step size): pass dt to forward"
             )
+        mask = self.sign_mask(edge_sign, edge_index, x)
         pat_a, pat_z = self.patterns(edge_index, num_nodes)
         w1, w2 = self.edge_weights(edge_attr.to(x.dtype))
+        x = self.transport(pat_a, w1, x, mask)
         if self.physics == "saint_venant":
             assert w2 is not None  # saint_venant always has φ2
-            adv = F.silu(self.norm_a(self.difference(pat_a, w1, self.lin(x).pow(2))))
-            grav = F.silu(self.norm_g(self.lin_z(self.difference(pat_z, w2, x)))) + 1e-6
+            adv = F.silu(self.norm_a(self.difference(pat_a, w1, self.lin(x).pow(2), mask)))
+            grav = F.silu(self.norm_g(self.lin_z(self.difference(pat_z, w2, x, mask)))) + 1e-6
             out = x - step * (adv + self.dg * grav)
         else:
             rho, vel = x.chunk(2, dim=-1)
             rho_new = rho - step * F.silu(
-                self.norm_rho(self.lin_rho(self.difference(pat_a, w1, rho * vel)))
+                self.norm_rho(self.lin_rho(self.difference(pat_a, w1, rho * vel, mask)))
             )
             w_tilde = vel + F.softplus(self.lin_p(rho))
             vel_new = vel - step * F.silu(
-                self.norm_v(self.lin_v(vel * self.difference(pat_a, w1, w_tilde)))
+                self.norm_v(self.lin_v(vel * self.difference(pat_a, w1, w_tilde, mask)))
             )
             out = torch.cat([rho_new, vel_new], dim=-1)
         if self.clamp is not None:
             out = out.clamp(-self.clamp, self.clamp)
         return out
 
+    def sign_mask(self, edge_sign: Tensor | None, edge_index: Tensor, x: Tensor) -> Tensor | None:
+        """The per-sample mask [..., 2E] of the bidirectional pattern for ``orientation="dynamic"``:
+        edge e is on in its own direction where ``edge_sign >= 0`` and flipped where it is < 0."""
+        if self.orientation != "dynamic":
+            return None
+        num_edges = edge_index.size(1)
+        if edge_sign is None:
+            raise ValueError(
+                f"{type(self).__name__}(orientation='dynamic') needs edge_sign [E] or [B, E] (+1 "
+                "where the flow follows edge_index, -1 where it opposes it); got None"
+            )
+        lead = tuple(x.shape[:-2])
+        if edge_sign.size(-1) != num_edges or tuple(edge_sign.shape[:-1]) not in ((), lead):
+            raise ValueError(
+                f"{type(self).__name__}: edge_sign must have shape [{num_edges}] or "
+                f"{[*lead, num_edges]}, got {list(edge_sign.shape)}"
+            )
+        forward = (edge_sign >= 0).to(x.dtype)
+        return torch.cat([forward, 1.0 - forward], dim=-1)
+
     def __repr__(self) -> str:
         extra = f", physics={self.physics}" if self.physics != "saint_venant" else ""
+        if self.substeps:
+            extra += f", substeps={self.substeps}"
         return (
             f"{type(self).__name__}({self.channels}, edge_dim={self.edge_dim}, mode={self.mode}, "
             f"orientation={self.orientation}{extra})"

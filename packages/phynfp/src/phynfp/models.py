@@ -28,6 +28,7 @@ __all__ = [
     "Persistence",
     "PhyNFP",
     "build_model",
+    "substeps_for_reach",
 ]
 
 
@@ -99,7 +100,12 @@ class PhyNFP(nn.Module):
             ``edge_index``/``num_nodes`` (raises on cyclic graphs). (default: ``"auto"``)
         out_channels: outputs per node. (default: 1)
         mode, orientation, physics, clamp, c_src, eps_dx, edge_hidden: see :class:`PhyNFPConv`.
-        param_sharing: reuse one layer (with its edge MLPs) L times. (default: False)
+        param_sharing: reuse one layer (with its edge MLPs) L times (shared-weight recurrence).
+            (default: False)
+        substeps: linear upwind transport sub-steps inside every layer (:class:`PhyNFPConv`), so
+            the model reaches L·(substeps + 1) hops upstream; ``"auto"`` picks the smallest value
+            that reaches the longest path of the graph given as ``edge_index``/``num_nodes``.
+            (default: 0)
         dt_init: initial shared Δt. (default: 0.7)
         dg_init: initial δg of every layer. (default: 0.5)
         edge_index, num_nodes: the graph, needed only for ``num_layers="auto"``.
@@ -123,6 +129,7 @@ class PhyNFP(nn.Module):
         c_src: float = 1.0,
         eps_dx: float = 1e-3,
         edge_hidden: int = 16,
+        substeps: int | str = 0,
         edge_index: Tensor | None = None,
         num_nodes: int | None = None,
     ) -> None:
@@ -137,6 +144,17 @@ class PhyNFP(nn.Module):
         if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
             raise ValueError(
                 f"PhyNFP: num_layers must be an integer >= 1 or 'auto', got {num_layers!r}"
+            )
+        if substeps == "auto":
+            if edge_index is None or num_nodes is None:
+                raise ValueError(
+                    "PhyNFP: substeps='auto' (reach the longest path) needs the graph: pass "
+                    "edge_index and num_nodes, or an integer substeps"
+                )
+            substeps = substeps_for_reach(longest_path(edge_index, num_nodes), num_layers)
+        if not isinstance(substeps, int) or isinstance(substeps, bool) or substeps < 0:
+            raise ValueError(
+                f"PhyNFP: substeps must be an integer >= 0 or 'auto', got {substeps!r}"
             )
         if in_channels < 1 or hidden_channels < 1 or out_channels < 1:
             raise ValueError(
@@ -161,7 +179,9 @@ class PhyNFP(nn.Module):
             clamp=clamp,
             c_src=c_src,
             eps_dx=eps_dx,
+            substeps=substeps,
         )
+        self.substeps = substeps
         count = 1 if param_sharing else num_layers
         self.convs = nn.ModuleList(
             [PhyNFPConv(hidden_channels, edge_dim, **kwargs) for _ in range(count)]  # type: ignore[arg-type]
@@ -176,6 +196,16 @@ class PhyNFP(nn.Module):
     @property
     def orientation(self) -> str:
         return str(self.convs[0].orientation)
+
+    @property
+    def needs_edge_sign(self) -> bool:
+        """True for ``orientation="dynamic"``: ``forward`` needs each sample's flow signs."""
+        return self.orientation == "dynamic"
+
+    @property
+    def receptive_field(self) -> int:
+        """How many hops upstream the output hears: L·(substeps + 1)."""
+        return self.num_layers * (self.substeps + 1)
 
     @classmethod
     def from_preset(cls, preset: str, in_channels: int, edge_dim: int, **overrides: Any) -> PhyNFP:
@@ -194,7 +224,13 @@ class PhyNFP(nn.Module):
         with torch.no_grad():
             self.dt.fill_(float(self.dt_init))
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_attr: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Tensor,
+        edge_attr: Tensor | None = None,
+        edge_sign: Tensor | None = None,
+    ) -> Tensor:
         u = self.encoder(_flat_windows(x, self.in_channels, type(self).__name__))
         if edge_index.numel() == 0:
             warnings.warn(
@@ -203,8 +239,15 @@ class PhyNFP(nn.Module):
             )
         for layer in range(self.num_layers):
             conv = self.convs[0 if self.param_sharing else layer]
-            u = conv(u, edge_index, edge_attr, dt=self.dt)
+            u = conv(u, edge_index, edge_attr, dt=self.dt, edge_sign=edge_sign)
         return self.decoder(u)
+
+
+def substeps_for_reach(reach: int, num_layers: int) -> int:
+    """The fewest transport sub-steps k with L·(k + 1) >= ``reach`` hops."""
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+    return max(0, -(-max(reach, 1) // num_layers) - 1)
 
 
 class Persistence(nn.Module):

@@ -56,11 +56,13 @@ def perturbation_response(
     ramp = torch.tensor([0.2, 0.5, 1.0]) * delta
     response = torch.zeros(n, dtype=torch.float64)
     for i in range(0, len(starts), batch_size):
-        x, _ = data.batch(group, starts[i : i + batch_size])
-        base = model(x, g.edge_index, g.edge_attr).squeeze(-1)
+        chunk = starts[i : i + batch_size]
+        x, _ = data.batch(group, chunk)
+        extra = data.model_inputs(model, group, chunk)
+        base = model(x, g.edge_index, g.edge_attr, **extra).squeeze(-1)
         xp = x.clone()
         xp[:, p, -3:, data.target_index] += ramp.to(x.dtype)
-        pert = model(xp, g.edge_index, g.edge_attr).squeeze(-1)
+        pert = model(xp, g.edge_index, g.edge_attr, **extra).squeeze(-1)
         response += (pert - base).abs().sum(0).double()
     response /= max(len(starts), 1)
     inside = sorted(down | {p})

@@ -19,7 +19,13 @@ from torch import Tensor, nn
 
 from .data import FluxDataset
 
-__all__ = ["TrainConfig", "TrainResult", "evaluate", "fit", "nse", "predict"]
+__all__ = ["TrainConfig", "TrainResult", "TrainingFailed", "evaluate", "fit", "nse", "predict"]
+
+
+class TrainingFailed(RuntimeError):
+    """No usable model came out of :func:`fit`: every training batch had a non-finite loss (so no
+    optimiser step was taken), or the validation MSE was non-finite after every epoch (the weights
+    diverged). Raised instead of returning the untrained initial weights as if they were a result."""
 
 
 @dataclass
@@ -49,13 +55,17 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     epoch_times: list[float] = field(default_factory=list)
     skipped_batches: int = 0
+    trained_batches: int = 0
+    # epoch -> the best-validation state among epochs 1..epoch (``fit(snapshot_epochs=...)``): the
+    # model a shorter budget would have kept, for paired budget comparisons within one run.
+    snapshots: dict[int, dict[str, Tensor]] = field(default_factory=dict, repr=False)
 
     @property
     def epoch_time(self) -> float:
         return statistics.median(self.epoch_times) if self.epoch_times else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = {k: v for k, v in asdict(self).items() if k != "snapshots"}
         out["epoch_time_median_s"] = self.epoch_time
         return out
 
@@ -98,8 +108,10 @@ def predict(
         ei, ea = g.edge_index.to(device), g.edge_attr.to(device)
         preds, ys = [], []
         for i in range(0, len(starts), batch_size):
-            x, y = data.batch(group, starts[i : i + batch_size])
-            preds.append(model(x.to(device), ei, ea).squeeze(-1).cpu())
+            chunk = starts[i : i + batch_size]
+            x, y = data.batch(group, chunk)
+            extra = {k: v.to(device) for k, v in data.model_inputs(model, group, chunk).items()}
+            preds.append(model(x.to(device), ei, ea, **extra).squeeze(-1).cpu())
             ys.append(y)
         if preds:
             out.append((group, torch.cat(preds), torch.cat(ys)))
@@ -158,8 +170,12 @@ def fit(
     *,
     device: str = "cpu",
     progress: Any = None,
+    snapshot_epochs: tuple[int, ...] = (),
 ) -> TrainResult:
-    """Train ``model`` on ``data``'s train split; keep the best validation-MSE state (loaded at the end)."""
+    """Train ``model`` on ``data``'s train split; keep the best validation-MSE state (loaded at the end).
+
+    ``snapshot_epochs``: after each of these epochs, keep a copy of the best state so far in
+    ``result.snapshots`` (what training for only that many epochs would have returned)."""
     model.to(device)
     if not _has_params(model) or config.epochs == 0:
         val = evaluate(model, data, "val", device=device)["mse"]
@@ -187,7 +203,8 @@ def fit(
         for step, (group, starts) in enumerate(batches, start=1):
             x, y = data.batch(group, starts)
             ei, ea = graphs[group]
-            pred = model(x.to(device), ei, ea).squeeze(-1)
+            extra = {k: v.to(device) for k, v in data.model_inputs(model, group, starts).items()}
+            pred = model(x.to(device), ei, ea, **extra).squeeze(-1)
             loss = ((pred - y.to(device)) ** 2).mean()
             if config.physics_loss_weight > 0:
                 loss = loss + config.physics_loss_weight * _physics_penalty(pred, data, group)
@@ -196,6 +213,7 @@ def fit(
                 opt.zero_grad(set_to_none=True)
                 continue
             loss.backward()
+            result.trained_batches += 1
             if config.clip is not None:
                 nn.utils.clip_grad_norm_(model.parameters(), config.clip)
             if step % config.accumulate == 0 or step == len(batches):
@@ -217,9 +235,23 @@ def fit(
         if val < best_val:
             best_val, best_epoch = val, epoch
             best_state = copy.deepcopy(model.state_dict())
+        if epoch in snapshot_epochs and best_epoch > 0:
+            result.snapshots[epoch] = best_state
         if progress is not None:
             progress.update(1)
             progress.set_postfix(val=f"{val:.4f}")
+    total_batches = result.trained_batches + result.skipped_batches
+    if result.trained_batches == 0:
+        raise TrainingFailed(
+            f"no batch trained: all {total_batches} training batches gave a non-finite loss "
+            f"(NaN/inf) and were skipped; lower the learning rate (lr {config.lr:g})"
+        )
+    if best_epoch == 0:
+        raise TrainingFailed(
+            f"training diverged: the validation MSE was non-finite after every one of "
+            f"{config.epochs} epochs ({result.skipped_batches} of {total_batches} training batches "
+            f"skipped as non-finite); lower the learning rate (lr {config.lr:g})"
+        )
     model.load_state_dict(best_state)
     result.best_epoch, result.best_val_mse = best_epoch, best_val
     return result

@@ -26,10 +26,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from .data import FluxDataset, _group, floored_std, window_starts
 
-__all__ = ["NETWORKS", "WntrSim", "junction_balance", "load_wntr", "simulate_wntr"]
+__all__ = [
+    "NETWORKS",
+    "WntrSim",
+    "junction_balance",
+    "load_wntr",
+    "scenario_flow_sign",
+    "simulate_wntr",
+    "travel_hops",
+]
 
 NETWORKS = ("Net1", "Net2", "Net3", "ky4", "ky10", "Net6")
 _GENERATOR_VERSION = 1
@@ -250,6 +259,51 @@ def scenario_graph(
     return np.stack([src, dst]).astype(np.int64), attr
 
 
+def scenario_flow_sign(sim: WntrSim, scenario: int, orientation: str = "dominant") -> np.ndarray:
+    """[T, E] sign of every kept link's flow each hour relative to the edge of
+    :func:`scenario_graph`: +1 where the water follows the edge (or stands still), -1 where it runs
+    against it (tanks filling and draining reverse pipes during the day)."""
+    flow = sim.flow[scenario].astype(np.float64)
+    if orientation == "static":
+        keep = np.ones(flow.shape[1], dtype=bool)
+        assigned = np.ones(flow.shape[1])
+    elif orientation == "dominant":
+        mean = flow.mean(axis=0)
+        keep = np.abs(mean) >= 1e-6
+        assigned = np.where(mean >= 0, 1.0, -1.0)
+    else:
+        raise ValueError(f"orientation must be 'dominant' or 'static', got {orientation!r}")
+    relative = flow[:, keep] * assigned[keep]
+    return np.where(relative < 0, -1.0, 1.0).astype(np.float32)
+
+
+def travel_hops(sim: WntrSim, scenario: int, hours: float) -> np.ndarray:
+    """[N] for every node, the most hops of an upstream path (edges of :func:`scenario_graph`,
+    dominant orientation) that water travels within ``hours`` at the links' mean speeds in
+    ``scenario`` (pipes: |mean flow| / cross-section; pumps and valves: no travel time). This is
+    the receptive field a forecast ``hours`` ahead needs: water farther upstream arrives later."""
+    flow = np.abs(sim.flow[scenario].astype(np.float64).mean(axis=0))
+    keep = flow >= 1e-6
+    mean = sim.flow[scenario].astype(np.float64).mean(axis=0)
+    src = np.where(mean >= 0, sim.link_start, sim.link_end)[keep]
+    dst = np.where(mean >= 0, sim.link_end, sim.link_start)[keep]
+    area = np.pi * sim.link_diameter_m[keep] ** 2 / 4.0
+    speed = np.where(area > 0, flow[keep] / np.where(area > 0, area, 1.0), np.inf)  # m/s
+    tau = np.where(sim.link_is_pipe[keep], sim.link_length_km[keep] * 1000.0 / speed / 3600.0, 0.0)
+    n = sim.node_names.size
+    best = np.zeros(n)  # least travel time (h) of an upstream path with exactly h hops
+    hops = np.zeros(n, dtype=np.int64)
+    for h in range(1, n):
+        nxt = np.full(n, np.inf)
+        np.minimum.at(nxt, dst, best[src] + tau)
+        reach = nxt <= hours
+        if not reach.any():
+            break
+        hops[reach] = h
+        best = nxt
+    return hops
+
+
 def load_wntr(
     network: str | Path = "Net3",
     *,
@@ -307,6 +361,7 @@ def load_wntr(
                 standardize_edges=False,
                 stats=(mean, std),
             )
+            group.flow_sign = torch.as_tensor(scenario_flow_sign(sim, int(s), orientation))
             groups.append(group)
             stride = train_stride if split == "train" else eval_stride
             splits[split].append((len(groups) - 1, window_starts(length, window, lead, stride)))
