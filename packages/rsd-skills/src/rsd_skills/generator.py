@@ -25,7 +25,7 @@ from torch import nn
 from .base import normalize
 from .config import Config
 from .networks import QNetwork, TanhGaussianPolicy, mlp
-from .sac import SAC
+from .sac import SAC, clip_and_step
 
 EPS = 1e-6
 LOG_2PI = math.log(2 * math.pi)
@@ -176,6 +176,7 @@ def train_generator(
     weights in the novelty term)."""
     gen.reset()
     opt = torch.optim.Adam(gen.parameters(), lr=cfg.gen_lr)
+    params = list(gen.parameters())
     locs, scales = population.locs(), population.scales()
     weights = torch.full((len(population),), 1.0 / len(population))
     logs: dict[str, float] = {}
@@ -185,8 +186,7 @@ def train_generator(
         )
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(list(gen.parameters()), cfg.gen_grad_clip)
-        opt.step()
+        clip_and_step(opt, params, cfg.gen_grad_clip)
     return logs
 
 
@@ -218,13 +218,12 @@ def estimate_value(
     """``V(s0|z) = mean_m [min(Q1, Q2)(s0, z, a_m) − α log π(a_m|s0, z)]`` with ``a_m`` from ``noise[m]``.
 
     ``s0`` (obs_dim,), ``z`` (n, d), ``noise`` ``(M, n, |A|)`` standard normal; returns (n,)."""
-    x = torch.cat([s0.expand(len(z), -1), z], dim=-1)
-    alpha = agent.log_alpha.exp()
-    values = []
-    for eps in noise:
-        a, logp = agent.policy.sample(x, eps)
-        values.append(torch.min(agent.q1(x, a), agent.q2(x, a)) - alpha * logp)
-    return torch.stack(values).mean(0)
+    m, n = noise.shape[0], len(z)
+    # the M action samples in one batched pass: rows (m, i) of x repeat z_i for every m
+    x = torch.cat([s0.expand(n, -1), z], dim=-1).repeat(m, 1)
+    a, logp = agent.policy.sample(x, noise.reshape(m * n, -1))
+    values = torch.min(agent.q1(x, a), agent.q2(x, a)) - agent.log_alpha.exp() * logp
+    return values.reshape(m, n).mean(0)
 
 
 @torch.no_grad()
