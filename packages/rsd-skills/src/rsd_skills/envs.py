@@ -417,7 +417,7 @@ class GymVecEnv:
         make: Callable[[], Any],
         *,
         horizon: int,
-        xy_dims: tuple[int, int] = (0, 1),
+        xy_dims: tuple[int, ...] = (0, 1),
         obs_to_xy: Callable[[np.ndarray], np.ndarray] | None = None,
         obs_key: str | None = None,
         num_envs: int = 1,
