@@ -100,9 +100,30 @@ def targets(res: dict[str, Any]) -> list[str]:
     if not paired:
         return []
     n = len(res["seeds"])
-    out = [
+    m = res["methods"]
+    out = []
+    if "metra" in m and "rsd" not in m:
+        det, sto, rnd = (
+            m["metra"]["coverage"]["mean"],
+            m["metra"].get("coverage_stochastic", {}).get("mean"),
+            m["random"]["coverage"]["mean"],
+        )
+        word = "met" if det > rnd else "missed"
+        out += [
+            f"- Target METRA coverage (deterministic skills) > random actions at "
+            f"{res['env_steps_per_run']:,} steps: **{word}** ({det:.0f} vs {rnd:.0f} cells"
+            + (f"; with sampled actions METRA covers {sto:.0f}" if sto is not None else "")
+            + ").",
+            "",
+        ]
+    head = (
         f"Paired differences over the {n} seeds (same seed = same environment resets), mean and 95% "
-        "t interval; *ahead* = interval above 0, *tie* = contains 0, *behind* = below 0:",
+        "t interval; *ahead* = interval above 0, *tie* = contains 0, *behind* = below 0:"
+        if n > 1
+        else "Differences, one seed (no interval):"
+    )
+    out += [
+        head,
         "",
         "| comparison | metric | difference | 95% t interval | verdict |",
         "|---|---|---|---|---|",
@@ -180,6 +201,14 @@ def timing_table() -> list[str]:
             r = res["widths"][w][a]
             row.append(f"{r['env_steps_per_second']:.0f} ({r['ratio_to_metra']:.2f})")
         lines.append("| " + " | ".join(row) + " |")
+    w = widths[0]
+    ratio = res["widths"][w]["rsd"]["ratio_to_metra"] if "rsd" in res["widths"][w] else None
+    if ratio is not None:
+        word = "met" if ratio >= 0.9 else "missed"
+        lines += [
+            "",
+            f"- Target RSD env steps/s ≥ 0.9 × METRA ({w}×2 MLPs): **{word}** ({ratio:.2f}).",
+        ]
     return [*lines, ""]
 
 

@@ -24,7 +24,15 @@ from torch import nn
 
 from .base import normalize
 from .config import Config
-from .networks import QNetwork, TanhGaussianPolicy, mlp
+from .networks import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    QNetwork,
+    TanhGaussianPolicy,
+    mlp,
+    mlp_forward,
+    tanh_log_det,
+)
 from .sac import SAC, clip_and_step
 
 EPS = 1e-6
@@ -221,9 +229,26 @@ def estimate_value(
     m, n = noise.shape[0], len(z)
     # the M action samples in one batched pass: rows (m, i) of x repeat z_i for every m
     x = torch.cat([s0.expand(n, -1), z], dim=-1).repeat(m, 1)
-    a, logp = agent.policy.sample(x, noise.reshape(m * n, -1))
-    values = torch.min(agent.q1(x, a), agent.q2(x, a)) - agent.log_alpha.exp() * logp
+    eps = noise.reshape(m * n, -1)
+    if type(agent.policy) is TanhGaussianPolicy:
+        # agent.policy.sample without the module call machinery (the same arithmetic)
+        mean, log_std = mlp_forward(agent.policy.net, x).chunk(2, dim=-1)
+        log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        u = mean + log_std.exp() * eps
+        logp = (-0.5 * eps.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1) - tanh_log_det(u)
+        a = torch.tanh(u)
+    else:
+        a, logp = agent.policy.sample(x, eps)
+    q = torch.min(_q_value(agent.q1, x, a), _q_value(agent.q2, x, a))
+    values = q - agent.log_alpha.exp() * logp
     return values.reshape(m, n).mean(0)
+
+
+def _q_value(q: nn.Module, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """``q(x, a)``; a :class:`QNetwork` without the module call machinery (the same arithmetic)."""
+    if type(q) is QNetwork:
+        return mlp_forward(q.net, torch.cat([x, a], dim=-1)).squeeze(-1)
+    return q(x, a)
 
 
 @torch.no_grad()
