@@ -79,7 +79,7 @@ def table(res: dict[str, Any]) -> list[str]:
         "not depend on the skill distribution. Mean abs action: |tanh μ| of the policy along the prior "
         "skills' trajectories (uniform random actions: 0.5)."
         + (
-            f" A body that does not move (mid-range actions) covers {floor['mean']:.0f} cells here."
+            f" A body that does not move (mid-range actions) covers {floor['mean']:.0f} cell(s) here."
             if floor
             else ""
         )

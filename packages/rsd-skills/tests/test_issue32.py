@@ -152,7 +152,9 @@ def test_unknown_environment_names_the_accepted_ones():
 @pytest.mark.mujoco
 def test_halfcheetah_by_gymnasium_id_reads_x_and_never_terminates(tmp_path, monkeypatch):
     pytest.importorskip("mujoco")
-    monkeypatch.chdir(tmp_path)  # MuJoCo writes MUJOCO_LOG.TXT (a model-compiler warning) in the cwd
+    monkeypatch.chdir(
+        tmp_path
+    )  # MuJoCo writes MUJOCO_LOG.TXT (a model-compiler warning) in the cwd
     env = make_env("HalfCheetah-v5", horizon=5, xy_dims=(0,), norm_steps=50)
     assert env.obs_dim == 18 and env.spec()["env_id"] == "HalfCheetah-v5"
     _, info = env.reset(seed=0, num_envs=2)
