@@ -1,9 +1,12 @@
-"""Training throughput (environment steps per second, updates included) of each method, interleaved.
+"""Training throughput (environment steps per CPU second, updates included) of each method, interleaved.
 
-For each MLP width, every method trains on the medium point maze in the same process: two warm-up
-epochs, then ``--repeats`` interleaved blocks of ``--block`` epochs per method (RSD's generator rounds
-fall inside the blocks). The median block gives env steps/s; ratios are to METRA, measured alongside.
-Writes ``benchmarks/results/timing.json``. Usage: ``python benchmarks/timing.py [--repeats 3]``
+For each MLP width, every method trains on the medium point maze in the same process for a whole run of
+``--epochs`` epochs, interleaved in blocks of ``--block`` epochs (method A's block, then B's, ..., then A's
+next block), so every method meets the same machine load and RSD's generator rounds fall where its
+schedule puts them (frequent early, every 30 epochs once the population is full). Each block is timed
+with the process's CPU time (one torch thread), which other jobs on a shared machine do not inflate;
+env steps per CPU second = all steps / all block CPU seconds; ratios are to METRA, measured alongside.
+Writes ``benchmarks/results/timing.json``. Usage: ``python benchmarks/timing.py [--epochs 150]``
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,9 +27,9 @@ HERE = Path(__file__).resolve().parent
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", default="rsd,rsd_uniform,metra,lsd,diayn")
-    p.add_argument("--widths", default="64,256")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--block", type=int, default=6)
+    p.add_argument("--widths", default="64")
+    p.add_argument("--epochs", type=int, default=150)
+    p.add_argument("--block", type=int, default=10)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     from rsd_skills import Config, SkillTrainer, __version__, make_env
@@ -37,29 +39,31 @@ def main(argv: list[str] | None = None) -> int:
     out: dict = {}
     for width in [int(w) for w in args.widths.split(",")]:
         trainers = {
-            a: SkillTrainer(
-                a,
-                make_env("point_maze", maze="medium"),
-                Config(hidden=width, min_buffer=800),
-                seed=0,
-            )
+            a: SkillTrainer(a, make_env("point_maze", maze="medium"), Config(hidden=width), seed=0)
             for a in algos
         }
-        for tr in trainers.values():
-            tr.train(2)
-        blocks: dict[str, list[float]] = {a: [] for a in algos}
-        for _ in range(args.repeats):
+        cpu: dict[str, list[float]] = {a: [] for a in algos}
+        wall: dict[str, list[float]] = {a: [] for a in algos}
+        done = 0
+        while done < args.epochs:
+            block = min(args.block, args.epochs - done)
             for a, tr in trainers.items():
-                start = time.perf_counter()
-                tr.train(args.block)
-                blocks[a].append(time.perf_counter() - start)
-        steps = args.block * trainers[algos[0]].cfg.n_traj * trainers[algos[0]].horizon
-        rate = {a: steps / statistics.median(b) for a, b in blocks.items()}
+                c0, w0 = time.process_time(), time.perf_counter()
+                tr.train(block)
+                cpu[a].append(time.process_time() - c0)
+                wall[a].append(time.perf_counter() - w0)
+            done += block
+        steps = {a: tr.env_steps for a, tr in trainers.items()}
+        rate = {a: steps[a] / sum(cpu[a]) for a in algos}
         out[str(width)] = {
             a: {
                 "env_steps_per_second": rate[a],
                 "ratio_to_metra": rate[a] / rate["metra"] if "metra" in rate else None,
-                "block_seconds": blocks[a],
+                "env_steps": steps[a],
+                "cpu_seconds": sum(cpu[a]),
+                "wall_seconds": sum(wall[a]),
+                "block_cpu_seconds": cpu[a],
+                "generator_rounds": getattr(trainers[a].method, "rounds", None),
             }
             for a in algos
         }
@@ -76,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             "load_average_at_start": load,
         },
         "env": "point_maze medium (T=100, 8 episodes and 50 gradient steps per epoch, minibatch 256)",
+        "epochs": args.epochs,
         "block_epochs": args.block,
-        "repeats": args.repeats,
         "widths": out,
     }
     (HERE / "results" / "timing.json").write_text(json.dumps(payload, indent=1) + "\n")

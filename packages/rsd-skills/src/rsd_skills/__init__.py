@@ -6,7 +6,16 @@ import importlib.metadata
 from .base import SkillMethod
 from .config import ALGOS, SOURCES, Config
 from .diayn import DIAYN
-from .envs import GymVecEnv, PointEnv, PointMaze, load_maze, make_ant, make_env, make_gr_point_maze
+from .envs import (
+    GymVecEnv,
+    PointEnv,
+    PointMaze,
+    load_maze,
+    make_ant,
+    make_env,
+    make_gr_point_maze,
+    make_gym,
+)
 from .evaluation import evaluate_coverage, evaluate_zero_shot, random_baseline
 from .generator import Population, SkillGenerator, estimate_value, regret
 from .lsd import LSD
@@ -43,6 +52,7 @@ __all__ = [
     "make_ant",
     "make_env",
     "make_gr_point_maze",
+    "make_gym",
     "random_baseline",
     "read_checkpoint",
     "regret",

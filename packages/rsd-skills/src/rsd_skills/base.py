@@ -53,6 +53,10 @@ class SkillMethod(nn.Module):
         """``n`` skills from the method's own prior (coverage evaluation)."""
         raise NotImplementedError
 
+    def final_skills(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """``n`` skills from the distribution the method trains on now (RSD: its generator mixture)."""
+        return self.eval_skills(n, generator)
+
     def observe(self, final_obs: torch.Tensor) -> None:
         """Called after each epoch's collection with the episodes' final observations."""
 

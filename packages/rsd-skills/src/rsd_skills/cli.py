@@ -20,6 +20,7 @@ from ._contract import (
     choice_list,
     existing_path,
     fmt_mean_std,
+    int_list,
     mean_std,
     nonneg_float,
     nonneg_int,
@@ -30,8 +31,8 @@ from ._contract import (
     say,
     table,
 )
-from .config import Config
-from .envs import MAZES, make_env
+from .config import PAPER_EPOCHS, PAPER_HORIZON, PAPER_SCALE, Config
+from .envs import MAZES, _looks_like_gym_id, make_env
 from .evaluation import (
     evaluate_coverage,
     evaluate_zero_shot,
@@ -48,6 +49,7 @@ TRAJ_PNG, CURVE_PNG, CKPT = "trajectories.png", "coverage.png", "checkpoint.pt"
 # Rollouts are numpy and the networks small: every tensor and generator lives on the CPU, so --device
 # accepts cpu only (one line instead of a failure in the middle of training).
 CPU_ONLY = ("cpu",)
+TRAIN_EPOCHS = 150
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -61,6 +63,8 @@ def _env(args: argparse.Namespace) -> tuple[Any, str]:
     """The environment of ``--env`` and a line saying what it is."""
     name = args.env.replace("-", "_")
     horizon = args.episode_length
+    if horizon is None and getattr(args, "paper_scale", False):
+        horizon = PAPER_HORIZON
     if name == "ant":
         require("gymnasium", DIST, "mujoco", "--env ant")
         require("mujoco", DIST, "mujoco", "--env ant")
@@ -75,12 +79,45 @@ def _env(args: argparse.Namespace) -> tuple[Any, str]:
     if name == "point":
         env = make_env("point", horizon=horizon)
         return env, f"env: open point environment (embedded numpy, T={env.horizon})"
+    if name != "point_maze":
+        return _gym_env(args)
     with blame("--maze"):
         env = make_env("point_maze", horizon=horizon, maze=args.maze)
     source = "embedded map" if isinstance(args.maze, str) else f"map file {Path(args.maze).name}"
     return env, (
         f"env: point maze '{env.maze_name}' ({source}, numpy, {env.max_cells} free cells, "
         f"T={env.horizon})"
+    )
+
+
+def _gym_env(args: argparse.Namespace) -> tuple[Any, str]:
+    """Any gymnasium id (``--env HalfCheetah-v5``) with its coverage coordinates from ``--xy-dims``."""
+    if not _looks_like_gym_id(args.env):
+        raise UsageError(
+            "--env",
+            f"unknown environment {args.env!r}; choose one of {', '.join(ENVS)} or a gymnasium id "
+            "such as HalfCheetah-v5 or Hopper-v5",
+        )
+    require("gymnasium", DIST, "mujoco", f"--env {args.env}")
+    import gymnasium
+
+    if args.env not in gymnasium.registry:
+        raise UsageError(
+            "--env",
+            f"{args.env!r} is not a registered gymnasium environment (e.g. HalfCheetah-v5, Hopper-v5, "
+            "Ant-v5, Walker2d-v5)",
+        )
+    with blame("--xy-dims", ImportError, RuntimeError):
+        env = make_env(
+            args.env,
+            horizon=args.episode_length,
+            xy_dims=tuple(args.xy_dims),
+            obs_norm=args.obs_norm,
+        )
+    dims = ",".join(map(str, args.xy_dims))
+    return env, (
+        f"env: gymnasium {args.env} ({env.obs_dim}-D observations, T={env.horizon}, position from "
+        f"observation indices {dims}, obs-norm {args.obs_norm})"
     )
 
 
@@ -107,6 +144,8 @@ def _config(args: argparse.Namespace, **override: Any) -> Config:
         "z_unit": args.z_unit,
         "recompute_goal_skill": not args.no_recompute,
     }
+    if getattr(args, "paper_scale", False):
+        fields.update(PAPER_SCALE)
     fields.update(override)
     try:
         return Config(**fields).validate()
@@ -116,14 +155,19 @@ def _config(args: argparse.Namespace, **override: Any) -> Config:
         raise UsageError(None, str(exc)) from exc
 
 
-def _metrics(trainer: SkillTrainer) -> dict[str, Any]:
+def _metrics(trainer: SkillTrainer, all_skills: bool = True) -> dict[str, Any]:
+    """Coverage (the method's prior; with ``all_skills`` also U[−1,1]^d and its own final training
+    distribution) and zero-shot goal reaching."""
     cov = evaluate_coverage(trainer)
+    if all_skills:
+        for source in ("box", "own"):
+            cov[f"coverage_{source}"] = evaluate_coverage(trainer, skills=source)["coverage"]
     zero = evaluate_zero_shot(trainer)
     return {"coverage": cov, "zero_shot": zero}
 
 
 def _curve_point(trainer: SkillTrainer) -> dict[str, float]:
-    m = _metrics(trainer)
+    m = _metrics(trainer, all_skills=False)
     return {
         "epoch": trainer.epoch,
         "env_steps": trainer.env_steps,
@@ -162,6 +206,20 @@ def _add_common(p: argparse.ArgumentParser, epochs: int | None) -> None:
     )
     p.add_argument(
         "--threads", type=positive_int(), default=1, help="torch CPU threads (default: 1)"
+    )
+    p.add_argument(
+        "--xy-dims",
+        type=int_list(0, min_items=1),
+        default=[0, 1],
+        help="gymnasium ids: one or two observation indices holding the position used for coverage "
+        "and goals (HalfCheetah/Hopper: 0, the x position) (default: 0,1)",
+    )
+    p.add_argument(
+        "--obs-norm",
+        choices=["auto", "none"],
+        default="auto",
+        help="gymnasium ids: normalise observations with a mean/std from 10k random steps, as for "
+        "ant (default: auto)",
     )
 
 
@@ -285,7 +343,12 @@ def _rows(results: dict[str, Any], ceiling: int | None) -> list[list[str]]:
     cov = results["coverage"]
     zero = results["zero_shot"]
     rows = [
-        ["coverage (64 skills)", f"{cov['coverage']}" + (f" / {ceiling}" if ceiling else "")],
+        ["coverage (64 prior skills)", f"{cov['coverage']}" + (f" / {ceiling}" if ceiling else "")],
+    ]
+    for source, label in (("box", "U[-1,1]^d skills"), ("own", "own training skills")):
+        if f"coverage_{source}" in cov:
+            rows.append([f"coverage (64 {label})", str(cov[f"coverage_{source}"])])
+    rows += [
         ["zero-shot success rate", f"{zero['success_rate']:.2f} of {zero['n_goals']} goals"],
         ["zero-shot final distance", f"{zero['final_distance']:.2f}"],
         ["intrinsic return (64 skills)", f"{cov['intrinsic_return']:.2f}"],
@@ -298,6 +361,8 @@ def _rows(results: dict[str, Any], ceiling: int | None) -> list[list[str]]:
 
 def cmd_train(args: argparse.Namespace) -> Report:
     _setup(args)
+    if args.epochs is None:  # not given: 150, or the official budget under --paper-scale
+        args.epochs = PAPER_EPOCHS if args.paper_scale else TRAIN_EPOCHS
     if args.resume is not None:
         with blame("--resume", RuntimeError):
             trainer = SkillTrainer.load(args.resume)
@@ -314,7 +379,9 @@ def cmd_train(args: argparse.Namespace) -> Report:
 
     def after(tr: SkillTrainer, record: dict[str, float]) -> None:
         bar.update(1)
-        bar.set_postfix(cells=int(record["train_cells"]))
+        # cells visited by all training episodes so far (sampled actions); the table's coverage is
+        # that of 64 skills with deterministic actions
+        bar.set_postfix(train_cells=int(record["train_cells"]))
         if args.eval_every and tr.epoch % args.eval_every == 0:
             curve.append(_curve_point(tr))
 
@@ -373,6 +440,10 @@ def cmd_evaluate(args: argparse.Namespace) -> Report:
     if args.no_recompute:
         trainer.method.recompute_goal_skill = False
     cov = evaluate_coverage(trainer, n_skills=args.n_skills, seed=args.eval_seed)
+    for source in ("box", "own"):
+        cov[f"coverage_{source}"] = evaluate_coverage(
+            trainer, n_skills=args.n_skills, seed=args.eval_seed, skills=source
+        )["coverage"]
     zero = evaluate_zero_shot(trainer, seed=args.eval_seed)
     rand = random_baseline(trainer.env, seed=args.seed, n_skills=args.n_skills)
     traj = plot_trajectories(
@@ -391,6 +462,7 @@ def cmd_evaluate(args: argparse.Namespace) -> Report:
         **summary,
         "random_actions": {
             "coverage": rand["coverage"],
+            "standing_coverage": rand["standing_coverage"],
             "success_rate": rand["zero_shot"]["success_rate"],
             "final_distance": rand["zero_shot"]["final_distance"],
         },
@@ -398,8 +470,9 @@ def cmd_evaluate(args: argparse.Namespace) -> Report:
     ceiling = getattr(trainer.env, "max_cells", None)
     rows = [[r[0], r[1], ""] for r in _rows(summary, ceiling)]
     rows[0][2] = str(rand["coverage"])
-    rows[1][2] = f"{rand['zero_shot']['success_rate']:.2f}"
-    rows[2][2] = f"{rand['zero_shot']['final_distance']:.2f}"
+    rows[len(rows) - 3][2] = f"{rand['zero_shot']['success_rate']:.2f}"
+    rows[len(rows) - 2][2] = f"{rand['zero_shot']['final_distance']:.2f}"
+    rows.append(["coverage of a body that does not move", "", str(rand["standing_coverage"])])
     return Report(
         results,
         table=table(rows, [f"{trainer.algo} (epoch {trainer.epoch})", "value", "random actions"]),
@@ -542,12 +615,24 @@ def build_cli() -> CLI:
         devices=CPU_ONLY,
     )
     p.add_argument(
-        "--env", choices=ENVS, default="point-maze", help="environment (default: point-maze)"
+        "--env",
+        default="point-maze",
+        help=f"environment: {', '.join(ENVS)}, or any gymnasium id such as HalfCheetah-v5 or "
+        "Hopper-v5 (needs rsd-skills[mujoco]; see --xy-dims) (default: point-maze)",
     )
     p.add_argument(
         "--algo", choices=ALGO_CHOICES, default="rsd", help="skill-discovery method (default: rsd)"
     )
-    _add_common(p, epochs=150)
+    _add_common(p, epochs=TRAIN_EPOCHS)
+    p.set_defaults(epochs=None)  # resolved in cmd_train (--paper-scale changes it)
+    p.add_argument(
+        "--paper-scale",
+        action="store_true",
+        help=f"the official budget: 1024x2 MLPs, 16 trajectories and 200 gradient steps of "
+        f"minibatch 1024 per epoch, 300k replay, 10k warm-up, T={PAPER_HORIZON}, and "
+        f"{PAPER_EPOCHS} epochs unless --epochs is given; overrides those flags (slow on a CPU) "
+        "(default: off)",
+    )
     p.add_argument(
         "--eval-every",
         type=positive_int(),
@@ -613,7 +698,10 @@ def build_cli() -> CLI:
         help="1 seed, 12 epochs, 64-wide MLPs, 20 gradient steps per epoch (default: off)",
     )
     p.add_argument(
-        "--env", choices=ENVS, default="point-maze", help="environment (default: point-maze)"
+        "--env",
+        default="point-maze",
+        help=f"environment: {', '.join(ENVS)}, or any gymnasium id such as HalfCheetah-v5 or "
+        "Hopper-v5 (needs rsd-skills[mujoco]; see --xy-dims) (default: point-maze)",
     )
     p.add_argument(
         "--algos",

@@ -83,10 +83,20 @@ class Config:
     """actions M per V(s0|z) estimate"""
     novelty_distance: float = 0.1
     """a trained generator joins the population only this far (tanh-mean L2) from every member"""
+    regret_diagnostic: int = 0
+    """RSD: at each generator round, measure Reg's signal-to-noise with this many skills (0 = off):
+    std over skills of the mean Reg vs std over 8 repeated noise draws (own random stream, so the run is
+    unchanged)"""
     z_unit: bool = False
     """RSD: normalise sampled skills to unit length (official option) instead of clamping to the box"""
     extra: dict[str, Any] = field(default_factory=dict)
     """free-form notes stored with the run (not used by the algorithms)"""
+
+    @classmethod
+    def paper_scale(cls, **overrides: Any) -> Config:
+        """The official budget per gradient epoch (:data:`PAPER_SCALE`: 1024×2 MLPs, 16 trajectories and
+        200 gradient steps of minibatch 1024 per epoch, 300k replay, 10k warm-up); ``overrides`` win."""
+        return cls(**{**PAPER_SCALE, **overrides})
 
     def resolved(self, algo: str, horizon: int, act_dim: int) -> Config:
         """A copy with the per-algorithm ``None`` defaults filled in (validated)."""
@@ -119,6 +129,7 @@ class Config:
             "repeat_time": 1,
             "gen_steps": 0,
             "value_samples": 1,
+            "regret_diagnostic": 0,
         }
         for name, low in ints.items():
             value = getattr(self, name)
@@ -202,6 +213,20 @@ def _finite(
         raise ValueError(f"Config.{name} must be a finite number{bound}, got {value!r}")
 
 
+# The official per-epoch budget (ZhHe11/RSD main.py and launch scripts; METRA's Ant script uses 8
+# trajectories and minibatch 256): ``Config.paper_scale()`` and ``rsd-skills train --paper-scale``.
+PAPER_SCALE: dict[str, Any] = {
+    "hidden": 1024,
+    "depth": 2,
+    "n_traj": 16,
+    "grad_steps": 200,
+    "batch_size": 1024,
+    "replay_size": 300_000,
+    "min_buffer": 10_000,
+}
+PAPER_EPOCHS = 20_000  # the official AntMaze-large script
+PAPER_HORIZON = 200  # T of every official environment
+
 # Where each default comes from: "official" = ZhHe11/RSD tests/main.py or seohongpark/METRA, "ours" =
 # a CPU-sized choice of this package (the official value beside it).
 SOURCES: dict[str, str] = {
@@ -224,6 +249,7 @@ SOURCES: dict[str, str] = {
     "gen_std_init/min/max": "official (0.3 / 0.1 / 0.5)",
     "value_samples": "official, hard-coded (3)",
     "novelty_distance": "official, hard-coded (0.1)",
+    "regret_diagnostic": "ours: a measurement, off by default (not in the official code)",
     "grad_clip": "official RSD clips every agent gradient at 3; METRA's code does not clip",
     "timeout_is_terminal": "ours: False (gymnasium semantics); True is the official behaviour",
 }

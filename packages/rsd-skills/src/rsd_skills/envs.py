@@ -406,6 +406,7 @@ class GymVecEnv:
     ``make`` builds one gymnasium env; ``xy_dims`` are the observation indices of the (x, y) position
     (used for coverage and to build goal observations); ``obs_to_xy`` overrides how a position is read
     from a raw observation. ``obs_key`` picks a key of dict observations (``"observation"``).
+    One index in ``xy_dims`` reads a 1-D position (y = 0).
     ``obs_norm`` normalises observations (the raw ones still give the positions). Episodes of
     ``horizon`` steps; an env that terminates early stays at its last observation (masked by the
     trainer through ``terminated``).
@@ -416,7 +417,7 @@ class GymVecEnv:
         make: Callable[[], Any],
         *,
         horizon: int,
-        xy_dims: tuple[int, int] = (0, 1),
+        xy_dims: tuple[int, ...] = (0, 1),
         obs_to_xy: Callable[[np.ndarray], np.ndarray] | None = None,
         obs_key: str | None = None,
         num_envs: int = 1,
@@ -473,7 +474,10 @@ class GymVecEnv:
     def xy_of_raw(self, raw: np.ndarray) -> np.ndarray:
         if self._obs_to_xy is not None:
             return np.asarray(self._obs_to_xy(raw), dtype=np.float64)
-        return np.asarray(raw, dtype=np.float64)[..., list(self.xy_dims)]
+        xy = np.asarray(raw, dtype=np.float64)[..., list(self.xy_dims)]
+        if xy.shape[-1] == 1:  # a 1-D position (HalfCheetah, Hopper): y reads as 0
+            xy = np.concatenate([xy, np.zeros_like(xy)], axis=-1)
+        return xy
 
     def reset(
         self, *, seed: int | None = None, num_envs: int | None = None
@@ -537,7 +541,7 @@ class GymVecEnv:
         """The initial observation (of reset(seed=0)) with its position replaced by each goal."""
         g = np.asarray(goals, dtype=np.float64).reshape(-1, 2)
         raw = np.repeat(self._raw0[None], len(g), axis=0)
-        raw[:, list(self.xy_dims)] = g
+        raw[:, list(self.xy_dims)] = g[:, : len(self.xy_dims)]
         return self._obs(raw)
 
     def spec(self) -> dict[str, Any]:
@@ -560,6 +564,102 @@ def _require_gymnasium(extra: str) -> Any:
             f"this environment needs gymnasium: pip install 'rsd-skills[{extra}]'"
         ) from exc
     return gymnasium
+
+
+def _mujoco_kwargs(gym: Any, env_id: str) -> dict[str, Any]:
+    """Keyword arguments that keep the position in the observation and disable unhealthy termination,
+    for the gymnasium MuJoCo locomotion envs that accept them (others get none)."""
+    try:
+        spec = gym.spec(env_id)
+    except Exception as exc:  # gymnasium raises its own NameNotFound / VersionNotFound / Error
+        raise ValueError(f"unknown gymnasium environment id {env_id!r} ({exc})") from exc
+    entry = str(spec.entry_point)
+    if "mujoco" not in entry:
+        return {}
+    import inspect
+
+    cls = gym.envs.registration.load_env_creator(spec.entry_point)
+    accepted = set(inspect.signature(cls).parameters)
+    wanted = {
+        "exclude_current_positions_from_observation": False,
+        "include_cfrc_ext_in_observation": False,
+        "terminate_when_unhealthy": False,
+    }
+    return {k: v for k, v in wanted.items() if k in accepted}
+
+
+def make_gym(
+    env_id: str,
+    num_envs: int = 1,
+    horizon: int = 200,
+    xy_dims: Sequence[int] = (0, 1),
+    obs_norm: str = "auto",
+    norm_steps: int = 10_000,
+    seed: int = 0,
+    obs_mean: Sequence[float] | None = None,
+    obs_std: Sequence[float] | None = None,
+    goal_range: float = 10.0,
+    n_goals: int = 32,
+    success_radius: float = 1.0,
+    cell_size: float = 1.0,
+    gym_kwargs: dict[str, Any] | None = None,
+) -> GymVecEnv:
+    """Any registered gymnasium environment id (``"HalfCheetah-v5"``, ``"Hopper-v5"``, ...).
+
+    ``xy_dims``: one or two observation indices that hold the position used for coverage and zero-shot
+    goals (one index: a 1-D position, e.g. HalfCheetah's x; y is read as 0). MuJoCo locomotion envs keep
+    their root position in the observation (``exclude_current_positions_from_observation=False``) and do
+    not terminate when unhealthy, as in METRA/RSD's Ant; index 0 is then the x position. Observations
+    are normalised as for Ant (``obs_norm="auto"``: a per-dimension mean/std from ``norm_steps`` seeded
+    random-action steps, frozen). Zero-shot goals: ``n_goals`` points uniform in a disc of radius
+    ``goal_range`` (seed 0), or for a 1-D position evenly spaced in ``±[2, goal_range]`` (none at the start).
+    """
+    gym = _require_gymnasium("mujoco")
+    if obs_norm not in ("auto", "none"):
+        raise ValueError(f"obs_norm must be 'auto' or 'none', got {obs_norm!r}")
+    dims = tuple(int(d) for d in xy_dims)
+    if len(dims) not in (1, 2) or any(d < 0 for d in dims):
+        raise ValueError(f"xy_dims must be one or two observation indices >= 0, got {xy_dims!r}")
+    kwargs = {**_mujoco_kwargs(gym, env_id), **(gym_kwargs or {})}
+
+    def make() -> Any:
+        return gym.make(env_id, max_episode_steps=10**9, disable_env_checker=True, **kwargs)
+
+    rng = np.random.default_rng(0)
+    if len(dims) == 2:
+        radius = goal_range * np.sqrt(rng.uniform(size=n_goals))
+        angle = rng.uniform(0, 2 * np.pi, size=n_goals)
+        goals = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+    else:
+        half = np.linspace(min(2.0, goal_range), goal_range, max(n_goals // 2, 1))
+        line = np.concatenate([-half[::-1], half])  # none within reach of the start
+        goals = np.stack([line, np.zeros(len(line))], axis=1)
+    env = GymVecEnv(
+        make,
+        horizon=horizon,
+        num_envs=num_envs,
+        xy_dims=dims,
+        goals=goals,
+        success_radius=success_radius,
+        cell_size=cell_size,
+        name="gym",
+        spec_extra={
+            "env_id": env_id,
+            "xy_dims": list(dims),
+            "obs_norm": obs_norm,
+            "gym_kwargs": dict(gym_kwargs or {}),
+        },
+    )
+    if max(dims) >= env.obs_dim:
+        raise ValueError(
+            f"xy_dims {list(dims)} out of range for {env_id}'s {env.obs_dim}-D observation"
+        )
+    if obs_norm == "auto":
+        if obs_mean is not None and obs_std is not None:
+            env.obs_norm = ObsNorm(np.asarray(obs_mean), np.asarray(obs_std))
+        else:
+            env.obs_norm = estimate_obs_norm(env, norm_steps, seed)
+    return env
 
 
 def make_ant(
@@ -703,7 +803,8 @@ def make_gr_point_maze(maze: str = "medium", num_envs: int = 1, horizon: int = 1
 
 
 def make_env(name: str, num_envs: int = 1, horizon: int | None = None, **kwargs: Any) -> Any:
-    """Build an environment by name: ``point``, ``point_maze`` (``maze=``), ``ant``, ``gr_point_maze``."""
+    """Build an environment by name: ``point``, ``point_maze`` (``maze=``), ``ant``, ``gr_point_maze``, or
+    any gymnasium id (``HalfCheetah-v5``; see :func:`make_gym` for ``xy_dims=`` and the rest)."""
     key = name.replace("-", "_")
     if key == "point":
         return PointEnv(num_envs=num_envs, horizon=50 if horizon is None else horizon, **kwargs)
@@ -715,7 +816,20 @@ def make_env(name: str, num_envs: int = 1, horizon: int | None = None, **kwargs:
         return make_gr_point_maze(
             num_envs=num_envs, horizon=100 if horizon is None else horizon, **kwargs
         )
-    raise ValueError(f"unknown environment {name!r}; choose one of {', '.join(ENV_NAMES)}")
+    if _looks_like_gym_id(name):
+        return make_gym(
+            name, num_envs=num_envs, horizon=200 if horizon is None else horizon, **kwargs
+        )
+    raise ValueError(
+        f"unknown environment {name!r}; choose one of {', '.join(ENV_NAMES)} or a gymnasium id "
+        "such as HalfCheetah-v5"
+    )
+
+
+def _looks_like_gym_id(name: str) -> bool:
+    """A gymnasium id ends in ``-v<N>`` (``HalfCheetah-v5``, ``ALE/Pong-v5``)."""
+    head, _, version = name.rpartition("-v")
+    return bool(head) and version.isdigit()
 
 
 def env_from_spec(spec: dict[str, Any]) -> Any:
@@ -736,6 +850,16 @@ def env_from_spec(spec: dict[str, Any]) -> Any:
         )
     if name == "gr_point_maze":
         return make_gr_point_maze(maze=spec["maze"], horizon=horizon)
+    if name == "gym":
+        return make_gym(
+            spec["env_id"],
+            horizon=horizon,
+            xy_dims=tuple(spec["xy_dims"]),
+            obs_norm=spec.get("obs_norm", "auto"),
+            obs_mean=spec.get("obs_mean"),
+            obs_std=spec.get("obs_std"),
+            gym_kwargs=spec.get("gym_kwargs"),
+        )
     raise ValueError(
         f"cannot rebuild environment {name!r} from a checkpoint; pass env= to SkillTrainer.load"
     )

@@ -1,7 +1,9 @@
 """Metrics: state coverage, zero-shot goal reaching, intrinsic returns; the random-action baseline; plots.
 
-* **Coverage**: 64 skills from the method's own prior (RSD U[−1,1]^d, METRA/LSD unit sphere, DIAYN
-  N(0, I)), deterministic (mean) actions for T steps from a fixed evaluation seed; the number of distinct
+* **Coverage**: 64 skills (``skills=``): ``"prior"`` the method's evaluation prior (RSD U[−1,1]^d,
+  METRA/LSD unit sphere, DIAYN N(0, I)); ``"box"`` U[−1,1]^d for every method; ``"own"`` the distribution
+  the method trains on at the end (RSD: its generator mixture with the current learning-progress
+  weights; RSD-uniform the box; the others their prior). Deterministic (mean) actions for T steps from a fixed evaluation seed; the number of distinct
   cells visited by all states, initial and final included (point maze: free maze cells from absolute
   coordinates).
 * **Zero-shot goal reaching**: for each goal g, the method's goal skill (RSD ``z = Ψ(g)``; METRA/LSD
@@ -21,6 +23,18 @@ import torch
 
 EVAL_SEED = 12345
 N_EVAL_SKILLS = 64
+SKILL_SOURCES = ("prior", "box", "own")
+
+
+def eval_skills(method: Any, n: int, skills: str, gen: torch.Generator) -> torch.Tensor:
+    """``n`` evaluation skills of ``method`` from ``skills`` (one of :data:`SKILL_SOURCES`)."""
+    if skills == "prior":
+        return method.eval_skills(n, gen)
+    if skills == "box":
+        return torch.rand(n, method.dim, generator=gen) * 2.0 - 1.0
+    if skills == "own":
+        return method.final_skills(n, gen)
+    raise ValueError(f"skills must be one of {', '.join(SKILL_SOURCES)}, got {skills!r}")
 
 
 def rollout(
@@ -43,13 +57,21 @@ def rollout(
 
 
 def evaluate_coverage(
-    trainer: Any, n_skills: int = N_EVAL_SKILLS, seed: int = EVAL_SEED
+    trainer: Any,
+    n_skills: int = N_EVAL_SKILLS,
+    seed: int = EVAL_SEED,
+    skills: str = "prior",
+    deterministic: bool = True,
 ) -> dict[str, Any]:
-    """Coverage of ``n_skills`` prior skills with deterministic actions; also their intrinsic returns."""
+    """Coverage of ``n_skills`` skills (``skills``: prior, box or own) with deterministic actions (or
+    policy samples); also their intrinsic returns."""
     gen = torch.Generator().manual_seed(seed)
-    z = trainer.method.eval_skills(n_skills, gen)
+    z = eval_skills(trainer.method, n_skills, skills, gen)
     out = rollout(
-        trainer.env, lambda obs, t: trainer.act(obs, z, deterministic=True), n_skills, seed
+        trainer.env,
+        lambda obs, t: trainer.act(obs, z, deterministic=deterministic, generator=gen),
+        n_skills,
+        seed,
     )
     env = trainer.env
     obs = torch.as_tensor(out["obs"], dtype=torch.float32)
@@ -61,8 +83,22 @@ def evaluate_coverage(
             "z": z[:, None].expand(-1, obs.shape[1] - 1, -1).reshape(-1, z.shape[-1]),
         }
         returns = trainer.method.reward(batch).reshape(n_skills, -1).sum(1)
+        x = torch.cat([obs, z[:, None].expand(-1, obs.shape[1], -1)], -1).reshape(
+            -1, obs.shape[-1] + z.shape[-1]
+        )
+        mean_action = trainer.agent.policy.mean_action(x)
     result = _coverage_numbers(env, out["xy"])
-    result.update({"intrinsic_return": float(returns.mean()), "xy": out["xy"], "skills": z.numpy()})
+    result.update(
+        {
+            "intrinsic_return": float(returns.mean()),
+            # |tanh μ| of the policy along these trajectories, in policy units (uniform random: 0.5)
+            "mean_abs_action": float(mean_action.abs().mean()),
+            "skill_source": skills,
+            "deterministic": deterministic,
+            "xy": out["xy"],
+            "skills": z.numpy(),
+        }
+    )
     return result
 
 
@@ -134,12 +170,18 @@ class RandomAgent:
 
 
 def random_baseline(env: Any, seed: int = 0, n_skills: int = N_EVAL_SKILLS) -> dict[str, Any]:
-    """Coverage of ``n_skills`` uniform-random-action episodes and random-action goal reaching."""
+    """Coverage of ``n_skills`` uniform-random-action episodes and random-action goal reaching; also the
+    *standing* floor: the coverage of ``n_skills`` episodes with the mid-range action (zero torque for
+    MuJoCo bodies), what a policy that does not move scores."""
     agent = RandomAgent(env, seed)
     out = rollout(env, agent.act, n_skills, EVAL_SEED)
     result = _coverage_numbers(env, out["xy"])
     zero = _goal_metrics(env, env.goals(), agent.act, EVAL_SEED)
-    result.update({"xy": out["xy"], "zero_shot": zero})
+    mid = 0.5 * (np.asarray(env.action_low) + np.asarray(env.action_high))
+    still = rollout(env, lambda obs, t: np.repeat(mid[None], len(obs), axis=0), n_skills, EVAL_SEED)
+    result.update(
+        {"xy": out["xy"], "zero_shot": zero, "standing_coverage": int(env.coverage(still["xy"]))}
+    )
     return result
 
 
@@ -171,9 +213,16 @@ def _draw_maze(ax: Any, env: Any) -> None:
 
 
 def plot_trajectories(
-    env: Any, xy: np.ndarray, path: Path, title: str, skills: np.ndarray | None = None
+    env: Any,
+    xy: np.ndarray,
+    path: Path,
+    title: str,
+    skills: np.ndarray | None = None,
+    xlabel: str = "x position",
+    ylabel: str = "y position",
 ) -> Path | None:
-    """Skill trajectories (n, T+1, 2) over the maze walls, coloured by skill; None without matplotlib."""
+    """Skill trajectories (n, T+1, 2) over the maze walls, coloured by skill (the start is the star);
+    labelled axes; None without matplotlib."""
     plt = _pyplot()
     if plt is None:
         return None
@@ -190,6 +239,8 @@ def plot_trajectories(
         ax.plot(xy[k, -1, 0], xy[k, -1, 1], "o", color=colors[k], ms=2.5)
     ax.plot(0, 0, "k*", ms=8)
     ax.set_aspect("equal")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,8 +255,10 @@ def plot_curves(
     ylabel: str = "coverage (cells)",
     title: str = "",
     ceiling: float | None = None,
+    baseline: float | None = None,
 ) -> Path | None:
-    """Mean (± sample std over runs) of ``y`` against environment steps, one line per method."""
+    """Mean (± sample std over runs) of ``y`` against environment steps, one line per method;
+    ``ceiling`` (dotted) and ``baseline`` (dashed, random actions) as horizontal lines."""
     plt = _pyplot()
     if plt is None:
         return None
@@ -223,6 +276,8 @@ def plot_curves(
             ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
     if ceiling is not None:
         ax.axhline(ceiling, color="0.5", ls=":", lw=1)
+    if baseline is not None:
+        ax.axhline(baseline, color="k", ls="--", lw=1, label="random actions")
     ax.set(xlabel="environment steps", ylabel=ylabel, title=title)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -24,8 +24,16 @@ from torch import nn
 
 from .base import normalize
 from .config import Config
-from .networks import QNetwork, TanhGaussianPolicy, mlp
-from .sac import SAC
+from .networks import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    QNetwork,
+    TanhGaussianPolicy,
+    mlp,
+    mlp_forward,
+    tanh_log_det,
+)
+from .sac import SAC, clip_and_step
 
 EPS = 1e-6
 LOG_2PI = math.log(2 * math.pi)
@@ -176,6 +184,7 @@ def train_generator(
     weights in the novelty term)."""
     gen.reset()
     opt = torch.optim.Adam(gen.parameters(), lr=cfg.gen_lr)
+    params = list(gen.parameters())
     locs, scales = population.locs(), population.scales()
     weights = torch.full((len(population),), 1.0 / len(population))
     logs: dict[str, float] = {}
@@ -185,8 +194,7 @@ def train_generator(
         )
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        nn.utils.clip_grad_norm_(list(gen.parameters()), cfg.gen_grad_clip)
-        opt.step()
+        clip_and_step(opt, params, cfg.gen_grad_clip)
     return logs
 
 
@@ -218,13 +226,29 @@ def estimate_value(
     """``V(s0|z) = mean_m [min(Q1, Q2)(s0, z, a_m) − α log π(a_m|s0, z)]`` with ``a_m`` from ``noise[m]``.
 
     ``s0`` (obs_dim,), ``z`` (n, d), ``noise`` ``(M, n, |A|)`` standard normal; returns (n,)."""
-    x = torch.cat([s0.expand(len(z), -1), z], dim=-1)
-    alpha = agent.log_alpha.exp()
-    values = []
-    for eps in noise:
+    m, n = noise.shape[0], len(z)
+    # the M action samples in one batched pass: rows (m, i) of x repeat z_i for every m
+    x = torch.cat([s0.expand(n, -1), z], dim=-1).repeat(m, 1)
+    eps = noise.reshape(m * n, -1)
+    if type(agent.policy) is TanhGaussianPolicy:
+        # agent.policy.sample without the module call machinery (the same arithmetic)
+        mean, log_std = mlp_forward(agent.policy.net, x).chunk(2, dim=-1)
+        log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        u = mean + log_std.exp() * eps
+        logp = (-0.5 * eps.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1) - tanh_log_det(u)
+        a = torch.tanh(u)
+    else:
         a, logp = agent.policy.sample(x, eps)
-        values.append(torch.min(agent.q1(x, a), agent.q2(x, a)) - alpha * logp)
-    return torch.stack(values).mean(0)
+    q = torch.min(_q_value(agent.q1, x, a), _q_value(agent.q2, x, a))
+    values = q - agent.log_alpha.exp() * logp
+    return values.reshape(m, n).mean(0)
+
+
+def _q_value(q: nn.Module, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """``q(x, a)``; a :class:`QNetwork` without the module call machinery (the same arithmetic)."""
+    if type(q) is QNetwork:
+        return mlp_forward(q.net, torch.cat([x, a], dim=-1)).squeeze(-1)
+    return q(x, a)
 
 
 @torch.no_grad()

@@ -43,7 +43,8 @@ class METRA(SkillMethod):
 
     def update(self, batch: Batch, generator: torch.Generator) -> dict[str, float]:
         # ALGO LOGIC: φ ascent on (Δφ)ᵀz + sg(λ)·min(ε, 1 − D), then the dual step on λ
-        dphi = self.phi(batch["next_obs"]) - self.phi(batch["obs"])
+        phi_s, phi_next = self.phi(torch.cat([batch["obs"], batch["next_obs"]])).chunk(2)
+        dphi = phi_next - phi_s
         reward = (dphi * batch["z"]).sum(-1)
         logs = {"repr_reward": reward.mean().item()}
         objective = reward
@@ -67,7 +68,8 @@ class METRA(SkillMethod):
 
     @torch.no_grad()
     def reward(self, batch: Batch) -> torch.Tensor:
-        return ((self.phi(batch["next_obs"]) - self.phi(batch["obs"])) * batch["z"]).sum(-1)
+        phi_s, phi_next = self.phi(torch.cat([batch["obs"], batch["next_obs"]])).chunk(2)
+        return ((phi_next - phi_s) * batch["z"]).sum(-1)
 
     @torch.no_grad()
     def goal_skill(self, goal_obs: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:

@@ -22,13 +22,24 @@ from .networks import QNetwork, TanhGaussianPolicy
 
 def clip_and_step(
     opt: torch.optim.Optimizer, params: list[nn.Parameter], max_norm: float | None
-) -> float:
-    """Clip the gradient of ``params`` to global L2 norm ``max_norm`` (None or 0: no clip), then step."""
-    norm = float("nan")
+) -> torch.Tensor | None:
+    """Clip the gradient of ``params`` to global L2 norm ``max_norm`` (None or 0: no clip), then step;
+    returns the norm before clipping (a 0-d tensor; None without a clip).
+
+    The arithmetic of ``nn.utils.clip_grad_norm_`` (coef = max_norm / (norm + 1e-6), capped at 1) with
+    the fused per-tensor kernels: on the CPU ``clip_grad_norm_`` loops over the tensors in Python.
+    """
+    total = None
     if max_norm:
-        norm = float(nn.utils.clip_grad_norm_(params, max_norm))
+        grads = [p.grad for p in params if p.grad is not None]
+        if len(grads) == 1 and grads[0].numel() == 1:  # λ, α: the norm of one number is |g|
+            total = grads[0].abs().reshape(())
+            grads[0].mul_(torch.clamp(max_norm / (total + 1e-6), max=1.0))
+        elif grads:
+            total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+            torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
     opt.step()
-    return norm
+    return total
 
 
 class SAC(nn.Module):

@@ -113,13 +113,18 @@ class SkillTrainer:
         return np.clip(scaled, self.low, self.high)
 
     def act(
-        self, obs: np.ndarray, z: np.ndarray | torch.Tensor, deterministic: bool = True
+        self,
+        obs: np.ndarray,
+        z: np.ndarray | torch.Tensor,
+        deterministic: bool = True,
+        generator: torch.Generator | None = None,
     ) -> np.ndarray:
-        """Environment actions for observations ``obs`` (n, obs_dim) and skills ``z`` (n, d)."""
+        """Environment actions for observations ``obs`` (n, obs_dim) and skills ``z`` (n, d); policy
+        samples draw from ``generator`` (default: the trainer's own, which advances the run's stream)."""
         x = torch.cat(
             [torch.as_tensor(np.asarray(obs), dtype=torch.float32), torch.as_tensor(z)], -1
         )
-        a = self.agent.act(x, self.gen, deterministic=deterministic)
+        a = self.agent.act(x, generator or self.gen, deterministic=deterministic)
         return self.to_env_action(a.numpy())
 
     def goal_skill(self, goal_obs: np.ndarray, obs: np.ndarray) -> torch.Tensor:
