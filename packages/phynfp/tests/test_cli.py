@@ -104,11 +104,33 @@ def test_demo_quick_runs(tmp_path):
     assert res["models"]["phynfp"]["summary"]["leakage"]["mean"] == 0.0
 
 
-def test_a_run_that_trains_nothing_fails_with_one_line_and_writes_no_results(tmp_path, capsys):
+def test_absurd_values_are_refused_before_any_work_and_leave_no_out(tmp_path, capsys):
+    for flag, bad in [("--lr", "1e30"), ("--epochs", "100000000000"), ("--clamp", "0"),
+                      ("--hours", "0"), ("--threads", "0"), ("--nodes", "1000000000000")]:  # fmt: skip
+        out = tmp_path / flag.strip("-")
+        assert main(["train", flag, bad, "--out", str(out), "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and flag in err[0], err
+        assert not out.exists()
+
+
+def test_a_run_that_trains_nothing_fails_with_one_line_and_writes_no_results(
+    tmp_path, capsys, monkeypatch
+):
+    import dataclasses
+
+    from phynfp import experiment
+
+    real = experiment.fit  # every batch non-finite: what lr = 1e30 did before it was out of bounds
+
+    def diverging(model, data, cfg, **kwargs):
+        return real(model, data, dataclasses.replace(cfg, lr=1e30), **kwargs)
+
+    monkeypatch.setattr(experiment, "fit", diverging)
     out = tmp_path / "run"
     argv = ["train", "--dataset", "river-synth", "--nodes", "8", "--hours", "1200", "--models",
-            "mlp", "--no-reverse", "--lr", "1e30", "--out", str(out), *TINY]  # fmt: skip
+            "mlp", "--no-reverse", "--out", str(out), *TINY]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--lr" in err[0] and "non-finite" in err[0]
-    assert not (out / "results.json").exists()
+    assert not out.exists()  # the failed run removed the --out folder it created

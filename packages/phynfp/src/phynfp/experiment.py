@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .config import DATASET_KINDS, parse_dataset, resolve_dataset
 from .data import FluxDataset, load_metr_la, make_river
 from .graph import is_dag, longest_path
 from .models import MODEL_NAMES, PRESETS, build_model
@@ -31,7 +32,6 @@ __all__ = [
     "run_experiment",
 ]
 
-DATASET_KINDS = ("river-synth", "wntr:<network>", "metr-la:<dir>", "lamah:<dir>")
 SYMMETRIC = ("mlp", "gcn", "gat", "sage")  # orientation-invariant by construction
 DETERMINISTIC = ("persistence", "climatology")
 
@@ -44,22 +44,13 @@ def default_cache_dir() -> Path:
     return Path(base) / "phynfp"
 
 
-def parse_dataset(text: str) -> tuple[str, str | None]:
-    """``"river-synth"`` → ("river-synth", None); ``"wntr:Net3"`` → ("wntr", "Net3"); ``"metr-la:DIR"``,
-    ``"lamah:DIR"`` → (kind, DIR). Raises ValueError on anything else (without touching the disk)."""
-    if text == "river-synth":
-        return "river-synth", None
-    kind, sep, rest = text.partition(":")
-    if sep and kind in ("wntr", "metr-la", "lamah") and rest:
-        return kind, rest
-    raise ValueError(f"unknown dataset {text!r}; expected one of {', '.join(DATASET_KINDS)}")
-
-
 def load_dataset(text: str, **options: Any) -> FluxDataset:
     """Load a dataset by its CLI name. ``options`` go to the loader (unknown ones are ignored):
     river-synth: ``num_nodes, hours, routing, data_seed, train_stride, cache_dir``; wntr:
     ``scenarios, hours, data_seed, train_stride, cache_dir, progress``; metr-la: ``train_stride``;
-    lamah: ``train_stride``."""
+    lamah: ``train_stride``. ``"metr-la"`` alone reads ``$ICML25_DATA/traffic_la_bay``."""
+    if text == "metr-la":
+        text = resolve_dataset(text)
     kind, arg = parse_dataset(text)
     cache = options.get("cache_dir")
     stride = int(options.get("train_stride") or 1)
