@@ -76,7 +76,6 @@ HELP_SECONDS = 1.5  # `<dist> --help` and `<dist> <cmd> --help`, best of three p
 LIBRARY_FIRST_PENDING = {
     "bpr-topk",
     "parq-optim",
-    "phynfp",
     "rsd-skills",
     "safer-dtr",
     "sorbet-snn",
