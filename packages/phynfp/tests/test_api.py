@@ -21,7 +21,13 @@ def test_train_then_evaluate_from_python(tmp_path):
     assert result.results["data_options"]["num_nodes"] == 12
     evaluated = run_evaluate(EvaluateConfig(checkpoint=result.checkpoint, cache_dir=cfg.cache_dir))
     assert evaluated.test["mse"] == pytest.approx(phynfp["runs"][0]["forward"]["mse"], rel=1e-5)
-    assert set(evaluated.as_dict()) == {"dataset_arg", "test", "flip_eval", "g_flip", "perturbation"}
+    assert set(evaluated.as_dict()) == {
+        "dataset_arg",
+        "test",
+        "flip_eval",
+        "g_flip",
+        "perturbation",
+    }
 
 
 def test_configs_refuse_bad_values_naming_the_field(tmp_path):

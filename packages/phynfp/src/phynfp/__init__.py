@@ -78,6 +78,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "PRESETS",
     "Climatology",
     "ConfigError",
     "DemoConfig",
@@ -88,7 +89,6 @@ __all__ = [
     "FluxDataset",
     "GraphBaseline",
     "GraphGroup",
-    "PRESETS",
     "Persistence",
     "PhyNFP",
     "PhyNFPConv",
@@ -142,13 +142,6 @@ if TYPE_CHECKING:
         EvaluateConfig,
         TrainRunConfig,
     )
-    from .jobs import (
-        EvaluateResult,
-        RunResult,
-        run_demo,
-        run_evaluate,
-        run_train,
-    )
     from .data import (
         FluxDataset,
         GraphGroup,
@@ -173,6 +166,13 @@ if TYPE_CHECKING:
         symmetrize,
         upstream_nodes,
     )
+    from .jobs import (
+        EvaluateResult,
+        RunResult,
+        run_demo,
+        run_evaluate,
+        run_train,
+    )
     from .lamah import (
         load_lamah,
         write_lamah_folder,
@@ -182,9 +182,9 @@ if TYPE_CHECKING:
         PhyNFPConv,
     )
     from .models import (
+        PRESETS,
         Climatology,
         GraphBaseline,
-        PRESETS,
         Persistence,
         PhyNFP,
         build_model,
@@ -204,8 +204,8 @@ if TYPE_CHECKING:
     )
     from .training import (
         TrainConfig,
-        TrainResult,
         TrainingFailed,
+        TrainResult,
         evaluate,
         fit,
         nse,

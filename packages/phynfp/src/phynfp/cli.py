@@ -88,7 +88,10 @@ def evaluate(args: argparse.Namespace) -> C.Report:
         ["NSE (median over nodes)", f"{r.test['nse_median']:.3f}"],
         ["MSE on reversed edges", f"{r.flip_eval['mse']:.4f}"],
         ["G_flip", f"{r.g_flip:.3f}"],
-        [f"leakage (node {r.perturbation['node']}, δ = {cfg.delta})", f"{r.perturbation['leakage']:.3f}"],
+        [
+            f"leakage (node {r.perturbation['node']}, δ = {cfg.delta})",
+            f"{r.perturbation['leakage']:.3f}",
+        ],
     ]
     return C.Report(r.as_dict(), table=C.table(rows, ["measure", "value"]))
 

@@ -85,7 +85,8 @@ def resolve_dataset(text: str, field: str = "dataset") -> str:
     if kind == "wntr" and arg not in NETWORKS:
         if not (str(arg).lower().endswith(".inp") and Path(str(arg)).is_file()):
             raise ConfigError(
-                field, f"{field}={text!r}: {arg} is neither {', '.join(NETWORKS)} nor an existing .inp file"
+                field,
+                f"{field}={text!r}: {arg} is neither {', '.join(NETWORKS)} nor an existing .inp file",
             )
     return text
 
@@ -104,12 +105,16 @@ class _RunFields:
     data_seed: int = param(0, "seed of the generated data", low=0, high=_SEED_MAX)
     train_stride: int = param(1, "step between training windows", low=1, high=1_000_000)
     cache_dir: str | None = param(
-        None, "folder for cached simulations (auto: $PHYNFP_CACHE, else ~/.cache/phynfp)", none="auto"
+        None,
+        "folder for cached simulations (auto: $PHYNFP_CACHE, else ~/.cache/phynfp)",
+        none="auto",
     )
     models: tuple[str, ...] | None = param(
         None, "models to train, comma-separated (all: every model)", choices=MODEL_NAMES, none="all"
     )
-    hidden: int = param(32, "hidden width H (CPU preset; the paper's code uses 128)", low=1, high=65_536)
+    hidden: int = param(
+        32, "hidden width H (CPU preset; the paper's code uses 128)", low=1, high=65_536
+    )
     layers: int | None = param(
         None,
         "depth L of every model (auto: the longest directed path, capped at --max-layers; graphs with "
@@ -215,9 +220,13 @@ class EvaluateConfig:
     dataset: str | None = param(None, DATASET_HELP, none="checkpoint")
     delta: float = param(0.5, "perturbation size δ in z-units", low=0, low_open=True, high=1e3)
     cache_dir: str | None = param(
-        None, "folder for cached simulations (auto: $PHYNFP_CACHE, else ~/.cache/phynfp)", none="auto"
+        None,
+        "folder for cached simulations (auto: $PHYNFP_CACHE, else ~/.cache/phynfp)",
+        none="auto",
     )
-    threads: int | None = param(1, "torch CPU threads (auto: torch's)", low=1, high=1024, none="auto")
+    threads: int | None = param(
+        1, "torch CPU threads (auto: torch's)", low=1, high=1024, none="auto"
+    )
     seed: int = param(0, "random seed", low=0, high=_SEED_MAX)
     device: str = param("cpu", "torch device", flag=False)
 

@@ -38,7 +38,11 @@ __all__ = [
     "RunResult",
     "experiment_config",
     "load_checkpoint",
-    "load_named", "run_demo", "run_evaluate", "run_train"]
+    "load_named",
+    "run_demo",
+    "run_evaluate",
+    "run_train",
+]
 
 # progress(total, desc) -> a bar with update()/close() (phynfp's CLI hands in the contract's lazy bars)
 Progress = Callable[[Any, str], Any]
@@ -106,9 +110,7 @@ def _set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def load_named(
-    spec: str, options: dict[str, Any], progress: Progress | None = None
-) -> FluxDataset:
+def load_named(spec: str, options: dict[str, Any], progress: Progress | None = None) -> FluxDataset:
     """``load_dataset(spec, **options)`` with a progress bar for the wntr simulations; a dataset that
     cannot be read raises :class:`ConfigError` naming ``dataset``."""
     bar = progress(options.get("scenarios"), "simulating scenarios") if progress else None
@@ -266,7 +268,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except _LOAD_ERRORS as exc:
         raise ConfigError("checkpoint", f"{path}: {_message(exc)}") from exc
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ConfigError("checkpoint", f"{path} is not a phynfp checkpoint (written by phynfp train)")
+        raise ConfigError(
+            "checkpoint", f"{path} is not a phynfp checkpoint (written by phynfp train)"
+        )
     return ckpt
 
 
@@ -320,4 +324,6 @@ def run_evaluate(
     forward = evaluate(model, data, "test")
     flipped = evaluate(model, data.reversed(), "test")
     pert = perturbation_response(model, data, delta=cfg.delta)
-    return EvaluateResult(spec, forward, flipped, gap(flipped["mse"], forward["mse"]), pert, data.describe())
+    return EvaluateResult(
+        spec, forward, flipped, gap(flipped["mse"], forward["mse"]), pert, data.describe()
+    )
