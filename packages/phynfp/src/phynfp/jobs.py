@@ -113,8 +113,9 @@ def _set_threads(threads: int | None) -> None:
 def load_named(spec: str, options: dict[str, Any], progress: Progress | None = None) -> FluxDataset:
     """``load_dataset(spec, **options)`` with a progress bar for the wntr simulations; a dataset that
     cannot be read raises :class:`ConfigError` naming ``dataset``."""
-    bar = progress(options.get("scenarios"), "simulating scenarios") if progress else None
-    if spec.startswith("wntr:") and bar is not None:
+    wntr = spec.startswith("wntr:") and progress is not None
+    bar = progress(options.get("scenarios"), "simulating scenarios") if wntr and progress else None
+    if bar is not None:
         options = {**options, "progress": bar}
     try:
         return load_dataset(spec, **options)
