@@ -78,7 +78,6 @@ LIBRARY_FIRST_PENDING = {
     "parq-optim",
     "phynfp",
     "rsd-skills",
-    "safer-dtr",
     "sorbet-snn",
 }
 
