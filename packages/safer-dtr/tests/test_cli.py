@@ -63,6 +63,11 @@ def test_generate_then_train_on_folder(tmp_path, capsys):
         (["train", "--heads", "3", "--d-model", "16"], "--heads"),
         (["train", "--encoder", "hf"], "--encoder-path"),
         (["recommend"], "--checkpoint"),
+        (["generate", "--n-stays", "1000000000000"], "--n-stays"),
+        (["train", "--epochs-stage1", "0"], "--epochs-stage1"),
+        (["train", "--lr-stage1", "1e30"], "--lr-stage1"),
+        (["demo", "--reps", "100000000000"], "--reps"),
+        (["demo", "--methods", "SAFER,XGBoost"], "--methods"),
     ],
 )
 def test_bad_input_one_line_exit_2(tmp_path, capsys, argv, flag):

@@ -22,10 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from .synthetic import DEMO_COLUMNS, MEDS_COLUMNS, VITALS_COLUMNS
-
 __all__ = [
+    "DEMO_COLUMNS",
+    "MEDS_COLUMNS",
+    "MIMICTABLE_COLUMNS",
     "REQUIRED_COLUMNS",
+    "VITALS_COLUMNS",
     "AIClinicianCohort",
     "CohortTensors",
     "Preprocessor",
@@ -39,6 +41,39 @@ __all__ = [
     "write_notes_csv",
     "write_table_csv",
 ]
+
+# ----------------------------------------------------------------------------- the table schema
+
+MIMICTABLE_COLUMNS: tuple[str, ...] = (
+    "bloc", "icustayid", "charttime", "gender", "age", "elixhauser", "re_admission", "died_in_hosp",
+    "died_within_48h_of_out_time", "mortality_90d", "delay_end_of_record_and_discharge_or_death",
+    "Weight_kg", "GCS", "HR", "SysBP", "MeanBP", "DiaBP", "RR", "SpO2", "Temp_C", "FiO2_1",
+    "Potassium", "Sodium", "Chloride", "Glucose", "BUN", "Creatinine", "Magnesium", "Calcium",
+    "Ionised_Ca", "CO2_mEqL", "SGOT", "SGPT", "Total_bili", "Albumin", "Hb", "WBC_count",
+    "Platelets_count", "PTT", "PT", "INR", "Arterial_pH", "paO2", "paCO2", "Arterial_BE",
+    "Arterial_lactate", "HCO3", "mechvent", "Shock_Index", "PaO2_FiO2", "median_dose_vaso",
+    "max_dose_vaso", "input_total", "input_4hourly", "output_total", "output_4hourly",
+    "cumulated_balance", "SOFA", "SIRS",
+)  # fmt: skip
+"""Columns of ``mimictable.csv`` in the order of the AI-Clinician pipeline's output."""
+
+VITALS_COLUMNS: tuple[str, ...] = (
+    "bloc", "elixhauser", "GCS", "HR", "SysBP", "MeanBP", "DiaBP", "RR", "SpO2", "Temp_C", "FiO2_1",
+    "Potassium", "Sodium", "Chloride", "Glucose", "BUN", "Creatinine", "Magnesium", "Calcium",
+    "Ionised_Ca", "CO2_mEqL", "SGOT", "SGPT", "Total_bili", "Albumin", "Hb", "WBC_count",
+    "Platelets_count", "PTT", "PT", "INR", "Arterial_pH", "paO2", "paCO2", "Arterial_BE",
+    "Arterial_lactate", "HCO3", "mechvent", "Shock_Index", "PaO2_FiO2", "output_total",
+    "output_4hourly", "cumulated_balance", "SOFA", "SIRS",
+)  # fmt: skip
+"""The 45 time-varying tabular model inputs, in a fixed order (the official code took a Python set)."""
+
+MEDS_COLUMNS: tuple[str, ...] = (
+    "median_dose_vaso",
+    "max_dose_vaso",
+    "input_total",
+    "input_4hourly",
+)
+DEMO_COLUMNS: tuple[str, ...] = ("gender", "age", "re_admission", "Weight_kg")
 
 REQUIRED_COLUMNS: tuple[str, ...] = tuple(
     dict.fromkeys(

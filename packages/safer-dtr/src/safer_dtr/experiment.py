@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .config import ALL_METHODS
 from .conformal import selection_metrics
 from .metrics import recommendation_metrics
 from .pipeline import (
@@ -34,7 +35,6 @@ __all__ = ["ALL_METHODS", "TRAINED_BASELINES", "run_experiment", "stage_ticks"]
 
 TRAINED_BASELINES = {"LSTM": "lstm", "GRU": "gru", "LogReg": "logreg"}
 RULES = ("majority class", "carry-forward", "random")
-ALL_METHODS = ("SAFER", "SAFER-F", "SAFER-N", "SAFER-U", *TRAINED_BASELINES, *RULES)
 
 
 def stage_ticks(

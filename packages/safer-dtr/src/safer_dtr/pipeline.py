@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._contract import ConfigError
 from .conformal import ConformalSelector, repeated_selection, selection_metrics
 from .data import CohortTensors, Preprocessor, Sequences, stratified_split
 from .encoders import embed_note_rows
@@ -136,6 +137,15 @@ class TrainConfig:
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _check_trained(losses: list[float], stage: str, lr_field: str) -> None:
+    """Training that never happened must not report numbers: a non-finite epoch loss (every batch
+    diverged) raises :class:`ConfigError` naming the stage's learning rate."""
+    bad = [i for i, v in enumerate(losses) if not math.isfinite(v)]
+    if bad:
+        raise ConfigError(lr_field, f"the {stage} loss became non-finite at epoch {bad[0] + 1} "
+                          f"(training diverged): lower --{lr_field.replace('_', '-')}")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -291,6 +301,9 @@ class SAFER:
             raise ValueError(
                 "the training split holds no survivors: the refinement head needs them"
             )
+        if cfg.epochs_stage1 < 1:
+            raise ConfigError("epochs_stage1", "stage 1 needs at least one epoch: with 0 the model "
+                              "would be untrained")  # fmt: skip
         X = _torch_inputs(data, self.device)
         rng = np.random.default_rng(seed)
         with seeded(seed):
@@ -307,11 +320,14 @@ class SAFER:
                 rng=rng,
                 tick=tick,
             )
+            _check_trained(self.history["stage1"], "stage-1", "lr_stage1")
             self.stage1_state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
             self._fit_refiner(data, survivors, rng, tick)
+            _check_trained(self.history["refine"], "refinement", "lr_refine")
             kappa_train = self.predict(data, train)["kappa"]
             self.scaler = KappaScaler(cfg.kappa_norm).fit(kappa_train)
             self._finetune(X, train, rng, tick)
+            _check_trained(self.history["finetune"], "fine-tuning", "lr_finetune")
         return self
 
     def _fit_refiner(

@@ -29,6 +29,16 @@ from typing import Any
 
 import numpy as np
 
+from .data import (
+    DEMO_COLUMNS,
+    MEDS_COLUMNS,
+    MIMICTABLE_COLUMNS,
+    VITALS_COLUMNS,
+    build_sequences,
+    write_notes_csv,
+    write_table_csv,
+)
+
 __all__ = [
     "DEMO_COLUMNS",
     "MEDS_COLUMNS",
@@ -38,37 +48,6 @@ __all__ = [
     "SyntheticSepsisCohort",
     "dose_to_level",
 ]
-
-MIMICTABLE_COLUMNS: tuple[str, ...] = (
-    "bloc", "icustayid", "charttime", "gender", "age", "elixhauser", "re_admission", "died_in_hosp",
-    "died_within_48h_of_out_time", "mortality_90d", "delay_end_of_record_and_discharge_or_death",
-    "Weight_kg", "GCS", "HR", "SysBP", "MeanBP", "DiaBP", "RR", "SpO2", "Temp_C", "FiO2_1",
-    "Potassium", "Sodium", "Chloride", "Glucose", "BUN", "Creatinine", "Magnesium", "Calcium",
-    "Ionised_Ca", "CO2_mEqL", "SGOT", "SGPT", "Total_bili", "Albumin", "Hb", "WBC_count",
-    "Platelets_count", "PTT", "PT", "INR", "Arterial_pH", "paO2", "paCO2", "Arterial_BE",
-    "Arterial_lactate", "HCO3", "mechvent", "Shock_Index", "PaO2_FiO2", "median_dose_vaso",
-    "max_dose_vaso", "input_total", "input_4hourly", "output_total", "output_4hourly",
-    "cumulated_balance", "SOFA", "SIRS",
-)  # fmt: skip
-"""Columns of ``mimictable.csv`` in the order of the AI-Clinician pipeline's output."""
-
-VITALS_COLUMNS: tuple[str, ...] = (
-    "bloc", "elixhauser", "GCS", "HR", "SysBP", "MeanBP", "DiaBP", "RR", "SpO2", "Temp_C", "FiO2_1",
-    "Potassium", "Sodium", "Chloride", "Glucose", "BUN", "Creatinine", "Magnesium", "Calcium",
-    "Ionised_Ca", "CO2_mEqL", "SGOT", "SGPT", "Total_bili", "Albumin", "Hb", "WBC_count",
-    "Platelets_count", "PTT", "PT", "INR", "Arterial_pH", "paO2", "paCO2", "Arterial_BE",
-    "Arterial_lactate", "HCO3", "mechvent", "Shock_Index", "PaO2_FiO2", "output_total",
-    "output_4hourly", "cumulated_balance", "SOFA", "SIRS",
-)  # fmt: skip
-"""The 45 time-varying tabular model inputs, in a fixed order (the official code took a Python set)."""
-
-MEDS_COLUMNS: tuple[str, ...] = (
-    "median_dose_vaso",
-    "max_dose_vaso",
-    "input_total",
-    "input_4hourly",
-)
-DEMO_COLUMNS: tuple[str, ...] = ("gender", "age", "re_admission", "Weight_kg")
 
 PRESETS: dict[str, dict[str, float]] = {
     # paper Table 3: MIMIC-III 3,118 + 427 stays (12.0 % deceased), 11.75 blocs on average
@@ -535,7 +514,6 @@ class SyntheticSepsisCohort:
         Notes are written at their bloc's charttime, so ``"past"`` (default here) aligns each input row
         with its own or the latest earlier note; ``"nearest"`` would tie a note-less bloc with the next
         bloc's note and leak the future."""
-        from .data import build_sequences
 
         return build_sequences(
             self.table,
@@ -551,7 +529,6 @@ class SyntheticSepsisCohort:
         """Write ``mimictable.csv``, ``notes.csv`` and ``oracle.npz`` into ``folder``."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        from .data import write_notes_csv, write_table_csv
 
         paths = {
             "table": write_table_csv(folder / "mimictable.csv", self.table),
