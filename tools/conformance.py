@@ -79,7 +79,6 @@ LIBRARY_FIRST_PENDING = {
     "phynfp",
     "rsd-skills",
     "safer-dtr",
-    "sorbet-snn",
 }
 
 
