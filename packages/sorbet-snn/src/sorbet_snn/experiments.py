@@ -235,7 +235,7 @@ class DistillResult:
 def _pipeline_settings(cfg: DistillConfig, tiny: bool) -> Any:
     from .distill import PipelineSettings, StageSettings
 
-    common = {"batch_size": cfg.batch_size, "eval_every": cfg.eval_every,
+    common: dict[str, Any] = {"batch_size": cfg.batch_size, "eval_every": cfg.eval_every,
               "max_steps": cfg.max_steps, "seed": cfg.seed}  # fmt: skip
     teacher_lr = cfg.teacher_lr if cfg.teacher_lr is not None else (1e-3 if tiny else 3e-5)
     overrides: dict[str, Any] = {"act_bits": cfg.bits, "theta_mode": cfg.theta_mode,
@@ -496,7 +496,7 @@ def run_demo(cfg: DemoConfig, *, quiet: bool = True, log: Log | None = None) -> 
                               num_attention_heads=4, intermediate_size=inter,
                               max_position_embeddings=64, num_labels=2)  # type: ignore[call-arg]  # fmt: skip
             teacher = BertForSequenceClassification(bert).eval()
-            common = {"batch_size": 32, "eval_every": 0, "seed": seed}
+            common: dict[str, Any] = {"batch_size": 32, "eval_every": 0, "seed": seed}
             settings = PipelineSettings(
                 teacher=StageSettings(epochs=epochs[0], lr=1e-3, **common),
                 student=StageSettings(epochs=epochs[1], lr=1e-3, **common),
