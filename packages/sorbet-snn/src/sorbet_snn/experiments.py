@@ -259,15 +259,16 @@ def run_distill(
     (spiking export in ``out/snn``, with its energy). Stages are saved in ``out/stages/<S>`` and a
     rerun resumes after them (``cfg.resume``). A stage whose loss turns non-finite fails with a
     :class:`ConfigError` on its learning rate: nothing is reported for a run that did not train."""
+    log = log or _quiet_log
+    # the data first: bad data fails before the heavy imports below
+    train_split = _load_split(cfg.data, cfg.task, "train")
+    dev_split = _labelled(_load_split(cfg.data, cfg.task, cfg.dev_split), "dev_split")
     import torch
 
     from .data import encode, iterate_batches
     from .distill import majority_baseline, run_pipeline
     from .energy import EnergyConstants, energy_report
 
-    log = log or _quiet_log
-    train_split = _load_split(cfg.data, cfg.task, "train")
-    dev_split = _labelled(_load_split(cfg.data, cfg.task, cfg.dev_split), "dev_split")
     with _blame("teacher"):
         teacher, tokenizer, teacher_name = load_teacher(cfg.teacher, train_split.num_labels)
     torch.set_num_threads(cfg.threads)
@@ -351,11 +352,11 @@ def _model_and_split(cfg: EvaluateConfig | EnergyConfig) -> tuple[Any, Any, dict
 
 def run_evaluate(cfg: EvaluateConfig) -> EvaluateResult:
     """Metrics of a stage checkpoint or a spiking export on ``cfg.split``."""
+    model, tokenizer, info, split = _model_and_split(cfg)
+    _labelled(split, "split")
     from .data import encode
     from .distill import evaluate
 
-    model, tokenizer, info, split = _model_and_split(cfg)
-    _labelled(split, "split")
     data = encode(tokenizer, split, cfg.max_len or info.get("max_len", 64))
     metrics, _ = evaluate(model, data, split.task, cfg.batch_size)
     kind = "spiking" if "spiking" in info else "ANN"
@@ -409,13 +410,13 @@ class EnergyResult:
 
 def run_energy(cfg: EnergyConfig) -> EnergyResult:
     """Spike rates measured on data, op counts and energy vs the FP teacher's MACs."""
+    model, tokenizer, info, split = _model_and_split(cfg)
     from .data import encode, iterate_batches
     from .energy import EnergyConstants, energy_report
     from .modeling import to_snn
 
     constants = EnergyConstants(cfg.e_mac, cfg.e_ac, cfg.e_add_fp, cfg.e_mult_fp, cfg.e_add_int,
                                 cfg.e_shift)  # fmt: skip
-    model, tokenizer, info, split = _model_and_split(cfg)
     if "spiking" not in info:
         if not model.config.quantized:
             raise ConfigError("model", "energy needs a quantised (exportable) model")
