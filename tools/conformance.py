@@ -77,7 +77,11 @@ LIBRARY_FIRST_PENDING = {
     "bpr-topk",
     "parq-optim",
     "rsd-skills",
+<<<<<<< HEAD
     "sorbet-snn",
+=======
+    "safer-dtr",
+>>>>>>> work/sorbet-snn
 }
 
 

