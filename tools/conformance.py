@@ -77,11 +77,6 @@ LIBRARY_FIRST_PENDING = {
     "bpr-topk",
     "parq-optim",
     "rsd-skills",
-<<<<<<< HEAD
-    "sorbet-snn",
-=======
-    "safer-dtr",
->>>>>>> work/sorbet-snn
 }
 
 
