@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -244,10 +245,15 @@ def storage_report(model: nn.Module, opt: QuantOptimizer) -> dict[str, float]:
 
 
 def train_lm(
-    cfg: LMConfig, corpus: CharCorpus, quiet: bool = True, desc: str | None = None
+    cfg: LMConfig,
+    corpus: CharCorpus,
+    quiet: bool = True,
+    desc: str | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> dict[str, Any]:
-    """Train one character LM; returns the final validation and test loss (nats/char, on the
-    weights as exported: hard-quantized when QAT), the loss curve, storage and step times.
+    """Train one character LM (``progress(1)`` after each optimizer step); returns the final
+    validation and test loss (nats/char, on the weights as exported: hard-quantized when QAT),
+    the loss curve, storage and step times.
 
     Raises :class:`LMConfigError` for a config that does not fit ``corpus`` and
     :class:`~parq_optim.train.Diverged` on a non-finite loss."""
@@ -288,6 +294,8 @@ def train_lm(
         opt_times.append(te - to)
         running += value
         seen += 1
+        if progress is not None:
+            progress(1)
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
             val = evaluate_lm(model, corpus.val, cfg.context, cfg.eval_windows)
             history.append(

@@ -11,6 +11,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from .config import MAX_BITS, METHOD_NAMES, OPTIMIZER_NAMES
 from .data import Split
 from .models import make_model
 from .optim import (
@@ -46,11 +48,9 @@ __all__ = [
     "train",
 ]
 
-METHODS = ("fp", "parq", "ste", "binaryrelax", "softquant")
+METHODS = METHOD_NAMES
 MODELS = ("mlp", "cnn")
-OPTIMIZERS = ("sgd", "adamw")
-MAX_BITS = 8
-"""Largest bit width of a training run (``0`` = ternary); ``|Q| <= 256`` keeps codes in uint8."""
+OPTIMIZERS = OPTIMIZER_NAMES
 
 
 class ConfigError(ValueError):
@@ -235,8 +235,14 @@ def layer_levels(opt: QuantOptimizer, model: nn.Module) -> dict[str, dict[str, i
     return out
 
 
-def train(cfg: TrainConfig, data: Split, quiet: bool = True) -> dict[str, Any]:
-    """Train one model and return metrics (test/train accuracy, levels per layer, time, ...).
+def train(
+    cfg: TrainConfig,
+    data: Split,
+    quiet: bool = True,
+    progress: Callable[[int], object] | None = None,
+) -> dict[str, Any]:
+    """Train one model and return metrics (test/train accuracy, levels per layer, time, ...);
+    ``progress(1)`` is called after each epoch.
 
     Raises :class:`ConfigError` for a config that does not fit ``data`` and :class:`Diverged` as
     soon as the loss is not finite (then nothing of the run should be kept)."""
@@ -276,6 +282,8 @@ def train(cfg: TrainConfig, data: Split, quiet: bool = True) -> dict[str, Any]:
                 "inv_slope": getattr(opt, "inv_slope", None),
             }
         )
+        if progress is not None:
+            progress(1)
     wall = time.perf_counter() - t0
     metrics: dict[str, Any] = {"config": asdict(cfg), "wall_time_s": wall}
     if isinstance(opt, QuantOptimizer):
