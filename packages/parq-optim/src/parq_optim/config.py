@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._contract import REQUIRED, ConfigError, check_config, param
+
+if TYPE_CHECKING:
+    from .data import Split
 
 __all__ = [
     "CHARLM_ONLY",
@@ -33,6 +36,7 @@ __all__ = [
     "ConfigError",
     "DemoConfig",
     "ExportConfig",
+    "TrainConfig",
     "TrainRunConfig",
 ]
 
@@ -75,6 +79,93 @@ _QUANTIZER = (
     "level-set estimator: unif, maxunif (>= 2 bits), ternary (ternary only), lsbq (greedy "
     "least-squares binary), lsbq-optimal (exact, <= 2 bits)"
 )
+
+
+@dataclass
+class TrainConfig:
+    """One MLP/CNN run (:func:`parq_optim.train.train`; defaults = the digits protocol of the
+    package's benchmark). Building it checks nothing, so a checkpoint's or a sweep's config can be
+    inspected first: :meth:`validate` checks every field and raises :class:`ConfigError` naming it.
+    :class:`TrainRunConfig` (the ``train`` command) resolves to one of these."""
+
+    method: str = param(
+        "parq",
+        "prox map: fp (full precision), parq, ste, binaryrelax, softquant",
+        choices=METHOD_NAMES,
+    )
+    bits: int = param(1, "bits per quantized weight, 0 = ternary", low=0, high=MAX_BITS)
+    quantizer: str = param("lsbq", _QUANTIZER, choices=QUANTIZER_NAMES)
+    model: str = param("mlp", "mlp, or cnn for image data", choices=("mlp", "cnn"))
+    hidden: int = param(
+        16, "hidden width of the MLP (the CNN uses max(4, hidden/4) channels)", low=1, high=65536
+    )
+    epochs: int = param(60, "training epochs", low=1, high=100_000)
+    batch_size: int = param(64, "mini-batch size", low=1, high=_MAX)
+    optimizer: str = param("sgd", "base optimizer", choices=OPTIMIZER_NAMES)
+    lr: float = param(
+        0.1, "learning rate, cosine-annealed over all steps", low=0, low_open=True, high=1e6
+    )
+    momentum: float = param(0.9, "SGD momentum", low=0, high=1, high_open=True)
+    weight_decay: float = param(
+        1e-4, "weight decay of the quantized weights (biases: 0)", low=0, high=100
+    )
+    warmup_steps: int = param(
+        0, "full-precision optimizer steps before QAT starts", low=0, high=_MAX
+    )
+    quant_period: int = param(
+        10, "recompute the level sets every this many QAT steps", low=1, high=_MAX
+    )
+    per_channel: bool = param(False, "one level set per output channel (row)")
+    block_size: int | None = param(
+        None, "one level set per block of this many weights per row", low=1, high=65536, none="off"
+    )
+    steepness: float = param(
+        10.0, "steepness s of PARQ's inverse-slope schedule", low=0, low_open=True, high=1e6
+    )
+    anneal_end_frac: float = param(
+        0.9, "the anneal window ends at this fraction of all steps", low=0, low_open=True, high=1
+    )
+    seed: int = param(0, "random seed", low=0, high=_SEED)
+    device: str = param("cpu", "torch device", flag=False)
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` (a ``ValueError``) for the first field that cannot be used."""
+        check_config(self)
+        if self.block_size is not None and not self.per_channel:
+            raise ConfigError(
+                "block_size",
+                "block_size needs per_channel=True (--per-channel): without it one level set per "
+                "tensor is used",
+            )
+        if self.method != "fp":
+            from .optim import make_quantizer
+
+            try:
+                make_quantizer(self.quantizer).check_bits(self.bits)
+            except (ValueError, NotImplementedError) as e:
+                raise ConfigError("bits", f"quantizer {self.quantizer!r}: {e}") from e
+
+    def check_data(self, data: Split) -> None:
+        """Raise :class:`ConfigError` when the model or block size does not fit ``data``."""
+        if self.model == "cnn" and data.image_shape is None:
+            raise ConfigError(
+                "model",
+                f"model 'cnn' needs image data; {data.name or 'the data'} holds flat feature "
+                "vectors (CSV or 2-D arrays): use model 'mlp'",
+            )
+        if self.block_size is not None and self.method != "fp":
+            if self.model == "cnn":
+                raise ConfigError(
+                    "block_size", "block_size needs model 'mlp' (conv kernels are 4-D)"
+                )
+            dims = {"n_features": data.n_features, "hidden": self.hidden}
+            bad = {k: v for k, v in dims.items() if v % self.block_size}
+            if bad:
+                raise ConfigError(
+                    "block_size",
+                    f"block_size {self.block_size} must divide the input width of every layer "
+                    f"({', '.join(f'{k} = {v}' for k, v in bad.items())})",
+                )
 
 
 @dataclass
