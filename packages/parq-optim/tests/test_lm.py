@@ -123,7 +123,7 @@ def test_only_block_linear_weights_are_quantized():
     ("field", "value", "match"),
     [
         ("n_heads", 3, "divisor of d_model"),
-        ("bits", 9, "from 0"),
+        ("bits", 9, ">= 0 and <= 8"),
         ("lr", 0.0, "> 0"),
         ("method", "adam", "one of"),
         ("block_size", 5, "per_channel"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,10 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from ._contract import ConfigError, check_config, param
+from .config import MAX_BITS, OPTIMIZER_NAMES, QUANTIZER_NAMES
 from .models import CharTransformer
-from .optim import QUANTIZERS, QuantOptimizer, make_prox, make_quantizer, quant_param_groups
+from .optim import QuantOptimizer, make_prox, make_quantizer, quant_param_groups
 from .text import CharCorpus, eval_windows, random_windows
 
 __all__ = [
@@ -43,89 +46,73 @@ __all__ = [
 LM_METHODS = ("fp", "parq", "ste", "binaryrelax")
 
 
-class LMConfigError(ValueError):
+class LMConfigError(ConfigError):
     """An :class:`LMConfig` value that cannot be used; ``field`` names it."""
 
-    def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        super().__init__(message)
+
+_MAX = 10**9
 
 
 @dataclass
 class LMConfig:
-    """Hyper-parameters of one character-LM run (defaults: the package's benchmark protocol)."""
+    """Hyper-parameters of one character-LM run (defaults: the package's benchmark protocol).
+    Building it checks nothing; :meth:`validate` checks every field (:class:`LMConfigError`)."""
 
-    method: str = "parq"
-    bits: int = 2
-    quantizer: str = "lsbq"
-    per_channel: bool = False
-    block_size: int | None = None
-    optimizer: str = "adamw"
-    d_model: int = 64
-    n_layers: int = 2
-    n_heads: int = 4
-    context: int = 64
-    batch_size: int = 32
-    steps: int = 1000
-    lr: float = 3e-3
-    lr_warmup: int = 50
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    warmup_steps: int = 0
-    quant_period: int = 10
-    steepness: float = 10.0
-    anneal_end_frac: float = 0.9
-    eval_every: int = 100
-    eval_windows: int = 64
-    seed: int = 0
-    device: str = "cpu"
+    method: str = param("parq", "prox map: fp, parq, ste or binaryrelax", choices=LM_METHODS)
+    bits: int = param(2, "bits per quantized weight, 0 = ternary", low=0, high=MAX_BITS)
+    quantizer: str = param("lsbq", "level-set estimator", choices=QUANTIZER_NAMES)
+    per_channel: bool = param(False, "one level set per output channel (row)")
+    block_size: int | None = param(
+        None, "one level set per block of this many weights per row", low=1, high=65536, none="off"
+    )
+    optimizer: str = param("adamw", "base optimizer", choices=OPTIMIZER_NAMES)
+    d_model: int = param(64, "transformer width", low=1, high=65536)
+    n_layers: int = param(2, "transformer blocks", low=1, high=1024)
+    n_heads: int = param(4, "attention heads, a divisor of d_model", low=1, high=1024)
+    context: int = param(64, "characters per training window", low=1, high=65536)
+    batch_size: int = param(32, "windows per mini-batch", low=1, high=_MAX)
+    steps: int = param(1000, "optimizer steps", low=1, high=10**7)
+    lr: float = param(3e-3, "peak learning rate", low=0, low_open=True, high=1e6)
+    lr_warmup: int = param(50, "linear learning-rate warm-up steps", low=0, high=_MAX)
+    weight_decay: float = param(0.01, "weight decay of the quantized weights", low=0, high=100)
+    grad_clip: float = param(1.0, "gradient-norm clip (0 = off)", low=0, high=1e6)
+    warmup_steps: int = param(0, "full-precision steps before QAT starts", low=0, high=_MAX)
+    quant_period: int = param(
+        10, "recompute the level sets every this many QAT steps", low=1, high=_MAX
+    )
+    steepness: float = param(
+        10.0, "steepness s of PARQ's inverse-slope schedule", low=0, low_open=True, high=1e6
+    )
+    anneal_end_frac: float = param(
+        0.9, "the anneal window ends at this fraction of all steps", low=0, low_open=True, high=1
+    )
+    eval_every: int = param(100, "validation-subset loss every this many steps", low=1, high=_MAX)
+    eval_windows: int = param(64, "windows of the validation subset", low=1, high=_MAX)
+    seed: int = param(0, "random seed", low=0, high=2**31 - 1)
+    device: str = param("cpu", "torch device", flag=False)
 
     def validate(self) -> None:
         """Raise :class:`LMConfigError` for the first field that cannot be used."""
-
-        def need(ok: bool, name: str, expected: str) -> None:
-            if not ok:
-                raise LMConfigError(name, f"{name} must be {expected}, got {getattr(self, name)!r}")
-
-        def integer(name: str, low: int) -> None:
-            v = getattr(self, name)
-            need(
-                isinstance(v, int) and not isinstance(v, bool) and v >= low,
-                name,
-                f"an integer >= {low}",
+        try:
+            check_config(self)
+        except ConfigError as e:
+            raise LMConfigError(e.field, str(e)) from None
+        if self.d_model % self.n_heads:
+            raise LMConfigError(
+                "n_heads",
+                f"n_heads must be a divisor of d_model {self.d_model}, got {self.n_heads}",
             )
-
-        def number(name: str) -> float:
-            v = getattr(self, name)
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-            return float(v) if ok else math.nan
-
-        need(self.method in LM_METHODS, "method", f"one of {list(LM_METHODS)}")
-        need(self.optimizer in ("adamw", "sgd"), "optimizer", "adamw or sgd")
-        need(self.quantizer in QUANTIZERS, "quantizer", f"one of {sorted(QUANTIZERS)}")
-        for name in ("d_model", "n_layers", "n_heads", "context", "batch_size", "steps"):
-            integer(name, 1)
-        for name in ("quant_period", "eval_every", "eval_windows"):
-            integer(name, 1)
-        for name in ("lr_warmup", "warmup_steps", "seed"):
-            integer(name, 0)
-        integer("bits", 0)
-        need(self.bits <= 8, "bits", "an integer from 0 (ternary) to 8")
-        need(self.d_model % self.n_heads == 0, "n_heads", f"a divisor of d_model {self.d_model}")
-        need(number("lr") > 0, "lr", "a finite number > 0")
-        need(number("weight_decay") >= 0, "weight_decay", "a finite number >= 0")
-        need(number("grad_clip") >= 0, "grad_clip", "a finite number >= 0 (0 = off)")
-        need(number("steepness") > 0, "steepness", "a finite number > 0")
-        need(0 < number("anneal_end_frac") <= 1, "anneal_end_frac", "a number in (0, 1]")
-        need(isinstance(self.per_channel, bool), "per_channel", "True or False")
         if self.block_size is not None:
-            integer("block_size", 1)
-            need(self.per_channel, "block_size", "used with per_channel=True (--per-channel)")
-            need(
-                self.d_model % self.block_size == 0,
-                "block_size",
-                f"a divisor of d_model {self.d_model} (the input width of every quantized layer)",
-            )
+            if not self.per_channel:
+                raise LMConfigError(
+                    "block_size", "block_size must be used with per_channel=True (--per-channel)"
+                )
+            if self.d_model % self.block_size:
+                raise LMConfigError(
+                    "block_size",
+                    f"block_size must be a divisor of d_model {self.d_model} (the input width of "
+                    f"every quantized layer), got {self.block_size}",
+                )
         if self.method != "fp":
             try:
                 make_quantizer(self.quantizer).check_bits(self.bits)
@@ -244,10 +231,15 @@ def storage_report(model: nn.Module, opt: QuantOptimizer) -> dict[str, float]:
 
 
 def train_lm(
-    cfg: LMConfig, corpus: CharCorpus, quiet: bool = True, desc: str | None = None
+    cfg: LMConfig,
+    corpus: CharCorpus,
+    quiet: bool = True,
+    desc: str | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> dict[str, Any]:
-    """Train one character LM; returns the final validation and test loss (nats/char, on the
-    weights as exported: hard-quantized when QAT), the loss curve, storage and step times.
+    """Train one character LM (``progress(1)`` after each optimizer step); returns the final
+    validation and test loss (nats/char, on the weights as exported: hard-quantized when QAT),
+    the loss curve, storage and step times.
 
     Raises :class:`LMConfigError` for a config that does not fit ``corpus`` and
     :class:`~parq_optim.train.Diverged` on a non-finite loss."""
@@ -288,6 +280,8 @@ def train_lm(
         opt_times.append(te - to)
         running += value
         seen += 1
+        if progress is not None:
+            progress(1)
         if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
             val = evaluate_lm(model, corpus.val, cfg.context, cfg.eval_windows)
             history.append(

@@ -11,7 +11,8 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,10 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from .config import MAX_BITS, METHOD_NAMES, OPTIMIZER_NAMES, ConfigError, TrainConfig
 from .data import Split
 from .models import make_model
 from .optim import (
-    QUANTIZERS,
     QuantOptimizer,
     make_prox,
     make_quantizer,
@@ -46,19 +47,9 @@ __all__ = [
     "train",
 ]
 
-METHODS = ("fp", "parq", "ste", "binaryrelax", "softquant")
+METHODS = METHOD_NAMES
 MODELS = ("mlp", "cnn")
-OPTIMIZERS = ("sgd", "adamw")
-MAX_BITS = 8
-"""Largest bit width of a training run (``0`` = ternary); ``|Q| <= 256`` keeps codes in uint8."""
-
-
-class ConfigError(ValueError):
-    """A :class:`TrainConfig` value that cannot be used; ``field`` names the config field."""
-
-    def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        super().__init__(message)
+OPTIMIZERS = OPTIMIZER_NAMES
 
 
 class Diverged(RuntimeError):
@@ -69,107 +60,6 @@ class Diverged(RuntimeError):
         self.step = step
         self.history = history
         super().__init__(message)
-
-
-@dataclass
-class TrainConfig:
-    """Hyper-parameters of one run (defaults = the digits protocol of the package's benchmark).
-
-    :meth:`validate` checks every field and raises :class:`ConfigError` naming it."""
-
-    method: str = "parq"
-    bits: int = 1
-    quantizer: str = "lsbq"
-    model: str = "mlp"
-    hidden: int = 16
-    epochs: int = 60
-    batch_size: int = 64
-    optimizer: str = "sgd"
-    lr: float = 0.1
-    momentum: float = 0.9
-    weight_decay: float = 1e-4
-    warmup_steps: int = 0
-    quant_period: int = 10
-    per_channel: bool = False
-    block_size: int | None = None
-    steepness: float = 10.0
-    anneal_end_frac: float = 0.9
-    seed: int = 0
-    device: str = "cpu"
-
-    def validate(self) -> None:
-        """Raise :class:`ConfigError` (a ``ValueError``) for the first field that cannot be used."""
-
-        def need(ok: bool, name: str, expected: str) -> None:
-            if not ok:
-                raise ConfigError(name, f"{name} must be {expected}, got {getattr(self, name)!r}")
-
-        def number(name: str) -> float:
-            value = getattr(self, name)
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            return float(value) if ok and math.isfinite(value) else math.nan
-
-        def integer(name: str) -> bool:
-            value = getattr(self, name)
-            return isinstance(value, int) and not isinstance(value, bool)
-
-        need(self.method in METHODS, "method", f"one of {list(METHODS)}")
-        need(self.model in MODELS, "model", f"one of {list(MODELS)}")
-        need(self.optimizer in OPTIMIZERS, "optimizer", f"one of {list(OPTIMIZERS)}")
-        need(self.quantizer in QUANTIZERS, "quantizer", f"one of {sorted(QUANTIZERS)}")
-        need(
-            integer("bits") and 0 <= self.bits <= MAX_BITS,
-            "bits",
-            f"an integer from 0 (ternary) to {MAX_BITS}",
-        )
-        for name in ("hidden", "epochs", "batch_size", "quant_period"):
-            need(integer(name) and getattr(self, name) >= 1, name, "an integer >= 1")
-        need(integer("warmup_steps") and self.warmup_steps >= 0, "warmup_steps", "an integer >= 0")
-        need(integer("seed") and self.seed >= 0, "seed", "an integer >= 0")
-        need(
-            self.block_size is None or (integer("block_size") and self.block_size >= 1),
-            "block_size",
-            "None or an integer >= 1",
-        )
-        need(number("lr") > 0, "lr", "a finite number > 0")
-        need(number("weight_decay") >= 0, "weight_decay", "a finite number >= 0")
-        need(0 <= number("momentum") < 1, "momentum", "a number in [0, 1)")
-        need(number("steepness") > 0, "steepness", "a finite number > 0")
-        need(0 < number("anneal_end_frac") <= 1, "anneal_end_frac", "a number in (0, 1]")
-        need(isinstance(self.per_channel, bool), "per_channel", "True or False")
-        if self.block_size is not None and not self.per_channel:
-            raise ConfigError(
-                "block_size",
-                "block_size needs per_channel=True (--per-channel): without it one level set per "
-                "tensor is used",
-            )
-        if self.method != "fp":
-            try:
-                make_quantizer(self.quantizer).check_bits(self.bits)
-            except (ValueError, NotImplementedError) as e:
-                raise ConfigError("bits", f"quantizer {self.quantizer!r}: {e}") from e
-
-    def check_data(self, data: Split) -> None:
-        """Raise :class:`ConfigError` when the model or block size does not fit ``data``."""
-        if self.model == "cnn" and data.image_shape is None:
-            raise ConfigError(
-                "model",
-                f"model 'cnn' needs image data; {data.name or 'the data'} holds flat feature "
-                "vectors (CSV or 2-D arrays): use model 'mlp'",
-            )
-        if self.block_size is not None and self.method != "fp":
-            if self.model == "cnn":
-                raise ConfigError(
-                    "block_size", "block_size needs model 'mlp' (conv kernels are 4-D)"
-                )
-            dims = {"n_features": data.n_features, "hidden": self.hidden}
-            bad = {k: v for k, v in dims.items() if v % self.block_size}
-            if bad:
-                raise ConfigError(
-                    "block_size",
-                    f"block_size {self.block_size} must divide the input width of every layer "
-                    f"({', '.join(f'{k} = {v}' for k, v in bad.items())})",
-                )
 
 
 def build(
@@ -235,8 +125,14 @@ def layer_levels(opt: QuantOptimizer, model: nn.Module) -> dict[str, dict[str, i
     return out
 
 
-def train(cfg: TrainConfig, data: Split, quiet: bool = True) -> dict[str, Any]:
-    """Train one model and return metrics (test/train accuracy, levels per layer, time, ...).
+def train(
+    cfg: TrainConfig,
+    data: Split,
+    quiet: bool = True,
+    progress: Callable[[int], object] | None = None,
+) -> dict[str, Any]:
+    """Train one model and return metrics (test/train accuracy, levels per layer, time, ...);
+    ``progress(1)`` is called after each epoch.
 
     Raises :class:`ConfigError` for a config that does not fit ``data`` and :class:`Diverged` as
     soon as the loss is not finite (then nothing of the run should be kept)."""
@@ -276,6 +172,8 @@ def train(cfg: TrainConfig, data: Split, quiet: bool = True) -> dict[str, Any]:
                 "inv_slope": getattr(opt, "inv_slope", None),
             }
         )
+        if progress is not None:
+            progress(1)
     wall = time.perf_counter() - t0
     metrics: dict[str, Any] = {"config": asdict(cfg), "wall_time_s": wall}
     if isinstance(opt, QuantOptimizer):
