@@ -448,8 +448,10 @@ def _accepts(base: Any, spec: Param, nullable: bool) -> str:
     return text + (f", or {spec.none}" if nullable else "")
 
 
-def _number(value: float, item: Any) -> str:
-    return str(int(value)) if item is int else f"{value:g}"
+def _number(value: float, item: Any, exact: bool = False) -> str:
+    """A bound as shown in help (``1e+06``) or, ``exact``, as text that parses back to the same value
+    (an out-of-range example 1e6 + 1 must not print as ``1e+06``, the bound itself)."""
+    return str(int(value)) if item is int else repr(float(value)) if exact else f"{value:g}"
 
 
 def _is_list(base: Any) -> bool:
@@ -526,12 +528,10 @@ def _flag_check(name: str, base: Any, nullable: bool, spec: Param) -> Check:
     invalid += ["no-such-choice"] if spec.choices else []
     if item in (int, float) and not spec.choices:
         step = 1 if item is int else 1.0
-        # exact text (repr, not :g): 1e6 + 1 must not print as "1e+06", the bound itself
-        exact = (lambda v: str(int(v))) if item is int else (lambda v: repr(float(v)))
         if spec.low is not None:
-            invalid.append(exact(spec.low if spec.low_open else spec.low - step))
+            invalid.append(_number(spec.low if spec.low_open else spec.low - step, item, True))
         if spec.high is not None:
-            invalid.append(exact(spec.high if spec.high_open else spec.high + step))
+            invalid.append(_number(spec.high if spec.high_open else spec.high + step, item, True))
         invalid += ["1.5"] if item is int else ["nan", "inf"]
     low_ok = spec.low is not None and spec.low >= 0
     if spec.choices or spec.path or _is_list(base):
@@ -779,9 +779,7 @@ class CLI:
             flag = "--" + exc.field.replace("_", "-")
             print(f"{self.prog}: error: {UsageError(flag, str(exc))}", file=sys.stderr)
             return 2
-        except (
-            KeyboardInterrupt
-        ):  # what an interrupted run wrote (checkpoints) is kept, to resume from
+        except KeyboardInterrupt:  # what an interrupted run wrote (checkpoints) is kept, to resume
             kept = [folder for folder in created if any(p.is_file() for p in folder.rglob("*"))]
             _discard([folder for folder in created if folder not in kept])
             where = f"; partial output kept in {args.out}" if kept else ""
