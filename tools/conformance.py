@@ -77,7 +77,6 @@ LIBRARY_FIRST_PENDING = {
     "bpr-topk",
     "parq-optim",
     "phynfp",
-    "rsd-skills",
     "safer-dtr",
     "sorbet-snn",
 }
