@@ -91,5 +91,7 @@ def test_maze_names_agree_and_help_does_not_import_torch():
     from rsd_skills.envs import MAZES
 
     assert MAZE_NAMES == tuple(MAZES)
-    code = "import sys, rsd_skills.cli; rsd_skills.cli.build_cli(); assert 'torch' not in sys.modules"
+    code = (
+        "import sys, rsd_skills.cli; rsd_skills.cli.build_cli(); assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

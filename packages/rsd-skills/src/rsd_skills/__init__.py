@@ -55,7 +55,47 @@ _LAZY = {
     "read_checkpoint": "trainer",
 }
 
-__all__ = sorted([*_LAZY, "__version__"])
+__all__ = [
+    "ALGOS",
+    "DIAYN",
+    "LSD",
+    "METHODS",
+    "METRA",
+    "RSD",
+    "SAC",
+    "SOURCES",
+    "Config",
+    "ConfigError",
+    "DemoConfig",
+    "DemoResult",
+    "EvaluateConfig",
+    "EvaluateResult",
+    "GymVecEnv",
+    "PointEnv",
+    "PointMaze",
+    "Population",
+    "RSDUniform",
+    "SkillGenerator",
+    "SkillMethod",
+    "SkillTrainer",
+    "TrainConfig",
+    "TrainResult",
+    "__version__",
+    "estimate_value",
+    "evaluate_coverage",
+    "evaluate_zero_shot",
+    "load_maze",
+    "make_ant",
+    "make_env",
+    "make_gr_point_maze",
+    "make_gym",
+    "random_baseline",
+    "read_checkpoint",
+    "regret",
+    "run_demo",
+    "run_evaluate",
+    "run_train",
+]
 
 if TYPE_CHECKING:
     from .base import SkillMethod

@@ -286,6 +286,11 @@ class TrainConfig(Config):
         return PAPER_EPOCHS if self.paper_scale else TRAIN_EPOCHS
 
 
+# demo --quick: what it replaces
+DEMO_QUICK = {"epochs": 12, "seeds": 1, "eval_every": 3, "hidden": 64, "grad_steps": 20,
+              "min_buffer": 800}  # fmt: skip
+
+
 @dataclass
 class DemoConfig(Config):
     """``rsd-skills demo``: several methods at equal environment steps, several seeds, against random
@@ -318,12 +323,9 @@ class DemoConfig(Config):
     device: str = param("cpu", "torch device (the package runs on the CPU)", choices=("cpu",),
                         flag=False)  # fmt: skip
 
-    QUICK = {"epochs": 12, "seeds": 1, "eval_every": 3, "hidden": 64, "grad_steps": 20,
-             "min_buffer": 800}  # fmt: skip
-
     def effective(self) -> DemoConfig:
         """The config the demo runs: ``quick`` replaces epochs, seeds and the network sizes."""
-        return dataclasses.replace(self, **self.QUICK) if self.quick else self
+        return dataclasses.replace(self, **DEMO_QUICK) if self.quick else self
 
 
 @dataclass

@@ -116,9 +116,7 @@ def _gym_env(cfg: TrainConfig | DemoConfig, horizon: int | None) -> tuple[Any, s
             "Ant-v5, Walker2d-v5)",
         )
     try:
-        env = make_env(
-            cfg.env, horizon=horizon, xy_dims=tuple(cfg.xy_dims), obs_norm=cfg.obs_norm
-        )
+        env = make_env(cfg.env, horizon=horizon, xy_dims=tuple(cfg.xy_dims), obs_norm=cfg.obs_norm)
     except (ValueError, ImportError, RuntimeError) as exc:
         raise ConfigError("xy_dims", str(exc).splitlines()[0]) from exc
     dims = ",".join(map(str, cfg.xy_dims))
