@@ -263,7 +263,8 @@ class TrainConfig(Config):
         "auto", "gymnasium ids: normalise observations with a mean/std from 10k random steps, as "
         "for ant", choices=("auto", "none"),
     )  # fmt: skip
-    paper_scale: bool = param(
+    # shadows Config.paper_scale() on this subclass only (call Config.paper_scale() for the preset)
+    paper_scale: bool = param(  # type: ignore[assignment]
         False, "the official budget: 1024x2 MLPs, 16 trajectories and 200 gradient steps of "
         f"minibatch 1024 per epoch, 300k replay, 10k warm-up, T={PAPER_HORIZON}; overrides those "
         "fields (slow on a CPU)",
@@ -287,8 +288,9 @@ class TrainConfig(Config):
 
 
 # demo --quick: what it replaces
-DEMO_QUICK = {"epochs": 12, "seeds": 1, "eval_every": 3, "hidden": 64, "grad_steps": 20,
-              "min_buffer": 800}  # fmt: skip
+DEMO_QUICK: dict[str, Any] = {
+    "epochs": 12, "seeds": 1, "eval_every": 3, "hidden": 64, "grad_steps": 20, "min_buffer": 800,
+}  # fmt: skip
 
 
 @dataclass
