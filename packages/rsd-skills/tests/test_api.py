@@ -86,6 +86,15 @@ def test_training_that_never_happened_fails_with_one_line(tmp_path, capsys):
     assert not out.exists()  # a failed run leaves no empty --out folder
 
 
+def test_environment_horizons_of_the_job_configs():
+    from rsd_skills.experiments import build_env
+
+    assert build_env(DemoConfig())[0].horizon == 100  # not the paper's 200
+    assert build_env(TrainConfig())[0].horizon == 100
+    assert build_env(TrainConfig(paper_scale=True))[0].horizon == 200
+    assert build_env(TrainConfig(env="point", episode_length=7))[0].horizon == 7
+
+
 def test_maze_names_agree_and_help_does_not_import_torch():
     from rsd_skills.config import MAZE_NAMES
     from rsd_skills.envs import MAZES

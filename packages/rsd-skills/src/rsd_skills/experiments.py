@@ -69,7 +69,8 @@ def build_env(cfg: TrainConfig | DemoConfig) -> tuple[Any, str]:
     """The environment of ``cfg.env`` (with its maze, horizon, coordinates) and a line saying what it is."""
     name = cfg.env.replace("-", "_")
     horizon = cfg.episode_length
-    if horizon is None and getattr(cfg, "paper_scale", False):
+    # DemoConfig has no paper_scale field (there ``paper_scale`` is Config's preset classmethod)
+    if horizon is None and isinstance(cfg, TrainConfig) and cfg.paper_scale is True:
         horizon = PAPER_HORIZON
     if name == "ant":
         _need("gymnasium", "mujoco", "env ant")
