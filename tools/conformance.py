@@ -75,7 +75,6 @@ HELP_SECONDS = 1.5  # `<dist> --help` and `<dist> <cmd> --help`, best of three p
 # checks report their gaps as GAP instead of failing. Remove a package once it passes them.
 LIBRARY_FIRST_PENDING = {
     "bpr-topk",
-    "rsd-skills",
 }
 
 

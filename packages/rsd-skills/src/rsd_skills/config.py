@@ -9,88 +9,114 @@ at 20 for RSD and 30 for METRA, as in the two official launch scripts). Every fi
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from ._contract import REQUIRED, ConfigError, check_config, param
 
 ALGOS = ("rsd", "rsd_uniform", "metra", "lsd", "diayn")
 GENERATOR_ARCHS = ("free", "mlp_zero_token")
 METRA_CONSTRAINTS = ("sq_norm", "mean_sq")
+_BIG = 10**7  # transitions: a replay buffer this large already needs gigabytes
 
 
 @dataclass
 class Config:
-    """Settings of one skill-discovery run (CPU-sized defaults; official values in ``SOURCES``)."""
+    """Settings of one skill-discovery run (CPU-sized defaults; official values in ``SOURCES``).
+
+    Every field is checked when the config is built (:class:`ConfigError` names it); the fields with a
+    flag are the method options of ``rsd-skills train`` and ``demo``."""
 
     # --- shared loop -------------------------------------------------------------------------
-    dim_option: int = 2
-    """skill dimension d"""
-    n_traj: int = 8
-    """trajectories (and skills) per epoch, N_τ"""
-    grad_steps: int = 50
-    """gradient steps per epoch, K"""
-    batch_size: int = 256
-    """minibatch size of every gradient step"""
-    hidden: int = 256
-    """width of every MLP"""
-    depth: int = 2
-    """hidden layers of every MLP"""
-    lr: float = 1e-4
-    """Adam learning rate of φ, λ, π, Q and α"""
-    replay_size: int = 100_000
-    """replay buffer capacity (transitions)"""
-    min_buffer: int = 1000
-    """transitions stored before training (and the skill generator) starts"""
-    timeout_is_terminal: bool = False
-    """official behaviour: treat the time limit as a terminal state (no bootstrap through it)"""
-    grad_clip: float | None = None
-    """global L2 gradient-norm clip of φ, λ, Q, π, α; 0 = off (None: 3 for RSD/RSD-uniform, else off)"""
+    dim_option: int = param(2, "skill dimension d", low=1, high=1024)
+    n_traj: int = param(8, "trajectories (and skills) per epoch, N_τ", low=1, high=100_000)
+    grad_steps: int = param(50, "gradient steps per epoch, K", low=0, high=1_000_000)
+    batch_size: int = param(256, "minibatch size of every gradient step", low=1, high=1_000_000)
+    hidden: int = param(256, "width of every MLP", low=1, high=65_536)
+    depth: int = param(2, "hidden layers of every MLP", low=1, high=64)
+    lr: float = param(
+        1e-4, "Adam learning rate of φ, λ, π, Q and α", low=0, low_open=True, high=10
+    )  # fmt: skip
+    replay_size: int = param(100_000, "replay buffer capacity (transitions)", low=1, high=_BIG)
+    min_buffer: int = param(
+        1000, "transitions stored before training (and the skill generator) starts", low=1,
+        high=_BIG,
+    )  # fmt: skip
+    timeout_is_terminal: bool = param(
+        False, "official behaviour: no bootstrap through the time limit"
+    )
+    grad_clip: float | None = param(
+        None, "agent gradient-norm clip, 0 = off (auto: 3 for rsd/rsd-uniform, off otherwise)",
+        low=0, high=1e6, none="auto",
+    )  # fmt: skip
     # --- SAC ----------------------------------------------------------------------------------
-    gamma: float = 0.99
-    tau: float = 5e-3
-    alpha_init: float = 0.01
-    target_entropy: float | None = None
-    """SAC entropy target (None: ``−|A|/2``)"""
+    gamma: float = param(0.99, "SAC discount", low=0, high=1, flag=False)
+    tau: float = param(5e-3, "SAC target update rate", low=0, low_open=True, high=1, flag=False)
+    alpha_init: float = param(
+        0.01, "SAC initial entropy weight", low=0, low_open=True, high=1e3, flag=False
+    )
+    target_entropy: float | None = param(
+        None, "SAC entropy target (auto: −|A|/2)", low=-1e6, high=1e6, none="auto", flag=False
+    )
     # --- METRA / RSD dual ---------------------------------------------------------------------
-    lambda_init: float | None = None
-    """initial dual variable λ (None: 20 for RSD, 30 for METRA)"""
-    dual_slack: float = 1e-3
-    """ε of the clamped constraint"""
-    metra_constraint: str = "sq_norm"
-    """METRA's D: 'sq_norm' (paper, ||Δφ||²) or 'mean_sq' (official code, divided by d)"""
-    recompute_goal_skill: bool = True
-    """METRA/LSD zero-shot: recompute z_t = n(φ(g) − φ(s_t)) every step (False: once at s0)"""
+    lambda_init: float | None = param(
+        None, "initial dual variable λ (auto: 20 for rsd, 30 for metra)", low=0, low_open=True,
+        high=1e6, none="auto",
+    )  # fmt: skip
+    dual_slack: float = param(1e-3, "ε of the clamped constraint", low=0, high=1e3, flag=False)
+    metra_constraint: str = param(
+        "sq_norm", "METRA's D: sq_norm (paper, ||Δφ||²) or mean_sq (official code, divided by d)",
+        choices=METRA_CONSTRAINTS,
+    )  # fmt: skip
+    recompute_goal_skill: bool = param(
+        True, "METRA/LSD zero-shot: recompute z_t = n(φ(g) − φ(s_t)) every step (off: once at s0)"
+    )
     # --- RSD ----------------------------------------------------------------------------------
-    repr_max_step: float | None = None
-    """k of the RSD reward clip T·clip(Δ, −k/T, k/T) (None: T, i.e. inactive)"""
-    w2: float = 10.0
-    """weight of the generator's novelty (population KL) term"""
-    w3: float = 3.0
-    """weight of the generator's confidence (reachability) term"""
-    window_size: int = 10
-    """largest population of skill generators"""
-    repeat_time: int = 3
-    """a generator round runs every ``repeat_time × |population|`` epochs"""
-    gen_steps: int = 100
-    gen_lr: float = 3e-2
-    gen_grad_clip: float = 3.0
-    gen_std_init: float = 0.3
-    gen_std_min: float = 0.1
-    gen_std_max: float = 0.5
-    generator_arch: str = "free"
-    """'free' (diagonal TanhNormal parameters) or 'mlp_zero_token' (the official module, for parity)"""
-    value_samples: int = 3
-    """actions M per V(s0|z) estimate"""
-    novelty_distance: float = 0.1
-    """a trained generator joins the population only this far (tanh-mean L2) from every member"""
-    regret_diagnostic: int = 0
-    """RSD: at each generator round, measure Reg's signal-to-noise with this many skills (0 = off):
-    std over skills of the mean Reg vs std over 8 repeated noise draws (own random stream, so the run is
-    unchanged)"""
-    z_unit: bool = False
-    """RSD: normalise sampled skills to unit length (official option) instead of clamping to the box"""
+    repr_max_step: float | None = param(
+        None, "k of the RSD reward clip T·clip(Δ, −k/T, k/T) (auto: T, i.e. inactive)", low=0,
+        low_open=True, high=1e9, none="auto", flag=False,
+    )  # fmt: skip
+    w2: float = param(10.0, "generator novelty (population KL) weight", low=0, high=1e6)
+    w3: float = param(3.0, "generator confidence (reachability) weight", low=0, high=1e6)
+    window_size: int = param(10, "largest population of skill generators", low=1, high=10_000)
+    repeat_time: int = param(
+        3, "a generator round every repeat-time × population epochs", low=1, high=1_000_000
+    )
+    gen_steps: int = param(100, "generator gradient steps per round", low=0, high=1_000_000,
+                           flag=False)  # fmt: skip
+    gen_lr: float = param(3e-2, "generator learning rate", low=0, low_open=True, high=10,
+                          flag=False)  # fmt: skip
+    gen_grad_clip: float = param(3.0, "generator gradient clip", low=0, low_open=True, high=1e6,
+                                 flag=False)  # fmt: skip
+    gen_std_init: float = param(0.3, "generator initial std", low=0, low_open=True, high=10,
+                                flag=False)  # fmt: skip
+    gen_std_min: float = param(0.1, "generator smallest std", low=0, low_open=True, high=10,
+                               flag=False)  # fmt: skip
+    gen_std_max: float = param(0.5, "generator largest std", low=0, low_open=True, high=10,
+                               flag=False)  # fmt: skip
+    generator_arch: str = param(
+        "free", "RSD generator: free TanhNormal parameters or the official MLP (mlp_zero_token)",
+        choices=GENERATOR_ARCHS,
+    )  # fmt: skip
+    value_samples: int = param(3, "actions M per V(s0|z) estimate", low=1, high=10_000, flag=False)
+    novelty_distance: float = param(
+        0.1, "a trained generator joins the population only this far (tanh-mean L2) from every "
+        "member", low=0, high=1e3, flag=False,
+    )  # fmt: skip
+    regret_diagnostic: int = param(
+        0, "RSD: at each generator round, measure Reg's signal-to-noise with this many skills "
+        "(0 = off; own random stream, so the run is unchanged)", low=0, high=100_000, flag=False,
+    )  # fmt: skip
+    z_unit: bool = param(
+        False, "RSD: normalise sampled skills to unit length (official option) instead of "
+        "clamping to the box",
+    )  # fmt: skip
     extra: dict[str, Any] = field(default_factory=dict)
     """free-form notes stored with the run (not used by the algorithms)"""
+
+    def __post_init__(self) -> None:
+        self.validate()
 
     @classmethod
     def paper_scale(cls, **overrides: Any) -> Config:
@@ -102,7 +128,7 @@ class Config:
         """A copy with the per-algorithm ``None`` defaults filled in (validated)."""
         check_algo(algo)
         rsd = algo in ("rsd", "rsd_uniform")
-        cfg = dataclasses.replace(self, extra=dict(self.extra))
+        cfg = self.method_config()
         if cfg.lambda_init is None:
             cfg.lambda_init = 20.0 if rsd else 30.0
         if cfg.grad_clip is None:
@@ -114,61 +140,25 @@ class Config:
         cfg.validate()
         return cfg
 
+    def method_config(self) -> Config:
+        """The method settings alone, as a plain :class:`Config` (from a job config, which extends it)."""
+        names = [f.name for f in dataclasses.fields(Config) if f.name != "extra"]
+        return Config(**{n: getattr(self, n) for n in names}, extra=dict(self.extra))
+
     def validate(self) -> Config:
-        """Raise ``ValueError`` naming the first field that is out of range."""
-        ints = {
-            "dim_option": 1,
-            "n_traj": 1,
-            "grad_steps": 0,
-            "batch_size": 1,
-            "hidden": 1,
-            "depth": 1,
-            "replay_size": 1,
-            "min_buffer": 1,
-            "window_size": 1,
-            "repeat_time": 1,
-            "gen_steps": 0,
-            "value_samples": 1,
-            "regret_diagnostic": 0,
-        }
-        for name, low in ints.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"Config.{name} must be an integer >= {low}, got {value!r}")
-        positive = ["lr", "tau", "alpha_init", "gen_lr", "gen_grad_clip", "gen_std_init"]
-        positive += ["gen_std_min", "gen_std_max"]
-        for name in positive:
-            _finite(self, name, low=0.0, open_low=True)
-        for name in ("dual_slack", "w2", "w3", "novelty_distance"):
-            _finite(self, name, low=0.0)
-        _finite(self, "gamma", low=0.0, high=1.0)
-        if self.tau > 1:
-            raise ValueError(f"Config.tau must be in (0, 1], got {self.tau!r}")
-        if self.grad_clip is not None:
-            _finite(self, "grad_clip", low=0.0)
-        for name in ("lambda_init", "repr_max_step"):
-            if getattr(self, name) is not None:
-                _finite(self, name, low=0.0, open_low=True)
-        if self.target_entropy is not None:
-            _finite(self, "target_entropy")
+        """Check every field (also run when the config is built); :class:`ConfigError` names the
+        first one out of range."""
+        check_config(self)
         if not self.gen_std_min <= self.gen_std_init <= self.gen_std_max:
-            raise ValueError(
+            raise ConfigError(
+                "gen_std_init",
                 "Config needs gen_std_min <= gen_std_init <= gen_std_max, got "
-                f"{self.gen_std_min!r}, {self.gen_std_init!r}, {self.gen_std_max!r}"
-            )
-        if self.metra_constraint not in METRA_CONSTRAINTS:
-            raise ValueError(
-                f"Config.metra_constraint must be one of {', '.join(METRA_CONSTRAINTS)}, "
-                f"got {self.metra_constraint!r}"
-            )
-        if self.generator_arch not in GENERATOR_ARCHS:
-            raise ValueError(
-                f"Config.generator_arch must be one of {', '.join(GENERATOR_ARCHS)}, "
-                f"got {self.generator_arch!r}"
+                f"{self.gen_std_min!r}, {self.gen_std_init!r}, {self.gen_std_max!r}",
             )
         if self.min_buffer > self.replay_size:
-            raise ValueError(
-                f"Config.min_buffer ({self.min_buffer}) exceeds replay_size ({self.replay_size})"
+            raise ConfigError(
+                "min_buffer",
+                f"min_buffer ({self.min_buffer}) exceeds replay_size ({self.replay_size})",
             )
         return self
 
@@ -188,29 +178,6 @@ def check_algo(algo: str) -> str:
     if algo not in ALGOS:
         raise ValueError(f"unknown algo {algo!r}; choose one of {', '.join(ALGOS)}")
     return algo
-
-
-def _finite(
-    cfg: Config,
-    name: str,
-    low: float | None = None,
-    high: float | None = None,
-    open_low: bool = False,
-) -> None:
-    value = getattr(cfg, name)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = ok and math.isfinite(value)
-    if ok and low is not None:
-        ok = value > low if open_low else value >= low
-    if ok and high is not None:
-        ok = value <= high
-    if not ok:
-        bound = ""
-        if low is not None:
-            bound += f" {'>' if open_low else '>='} {low:g}"
-        if high is not None:
-            bound += f"{' and' if low is not None else ''} <= {high:g}"
-        raise ValueError(f"Config.{name} must be a finite number{bound}, got {value!r}")
 
 
 # The official per-epoch budget (ZhHe11/RSD main.py and launch scripts; METRA's Ant script uses 8
@@ -253,3 +220,133 @@ SOURCES: dict[str, str] = {
     "grad_clip": "official RSD clips every agent gradient at 3; METRA's code does not clip",
     "timeout_is_terminal": "ours: False (gymnasium semantics); True is the official behaviour",
 }
+
+
+# ------------------------------------------------------------------------------- the CLI's jobs
+#
+# ``TrainConfig`` and ``DemoConfig`` extend :class:`Config` with the job's own fields, so one dataclass
+# holds a whole run and its flags; ``cfg.method_config()`` is what the trainer gets.
+
+ALGO_CHOICES = ("rsd", "rsd-uniform", "metra", "lsd", "diayn")
+ENV_NAMES = ("point-maze", "point", "ant", "gr-point-maze")
+MAZE_NAMES = ("u", "medium", "large")  # envs.MAZES (a test checks that the two agree)
+TRAIN_EPOCHS = 150
+_ENV_DOC = (
+    "environment: point-maze, point, ant, gr-point-maze, or any gymnasium id such as "
+    "HalfCheetah-v5 or Hopper-v5 (needs rsd-skills[mujoco]; see xy_dims)"
+)
+_MAZE_DOC = "point-maze map: u, medium, large, or a text file of 0/1 (or ./#) rows"
+_SEED = 2**32 - 1  # numpy's seeds; torch's fit too
+
+
+@dataclass
+class TrainConfig(Config):
+    """``rsd-skills train``: one method trained on one environment (the method fields are
+    :class:`Config`'s); ``run_train(cfg, out)`` runs it."""
+
+    env: str = param("point-maze", _ENV_DOC)
+    algo: str = param("rsd", "skill-discovery method", choices=ALGO_CHOICES)
+    epochs: int | None = param(
+        None, f"training epochs in total, each N_τ episodes of T steps (auto: {TRAIN_EPOCHS}, "
+        f"or {PAPER_EPOCHS} with paper_scale)", low=1, high=10_000_000, none="auto",
+    )  # fmt: skip
+    maze: str | Path = param("medium", _MAZE_DOC, path="file", names=MAZE_NAMES)
+    episode_length: int | None = param(
+        None, "episode length T (auto: 100 point-maze, 50 point, 200 ant and gymnasium ids, "
+        f"{PAPER_HORIZON} with paper_scale)", low=1, high=100_000, none="auto",
+    )  # fmt: skip
+    xy_dims: tuple[int, ...] = param(
+        (0, 1), "gymnasium ids: one or two observation indices holding the position used for "
+        "coverage and goals (HalfCheetah/Hopper: 0, the x position)", low=0, high=100_000,
+    )  # fmt: skip
+    obs_norm: str = param(
+        "auto", "gymnasium ids: normalise observations with a mean/std from 10k random steps, as "
+        "for ant", choices=("auto", "none"),
+    )  # fmt: skip
+    # shadows Config.paper_scale() on this subclass only (call Config.paper_scale() for the preset)
+    paper_scale: bool = param(  # type: ignore[assignment]
+        False, "the official budget: 1024x2 MLPs, 16 trajectories and 200 gradient steps of "
+        f"minibatch 1024 per epoch, 300k replay, 10k warm-up, T={PAPER_HORIZON}; overrides those "
+        "fields (slow on a CPU)",
+    )  # fmt: skip
+    eval_every: int = param(
+        10, "evaluate coverage and zero-shot every N epochs for the curve", low=1, high=10_000_000
+    )
+    resume: str | Path | None = param(
+        None, "continue the run of this checkpoint up to epochs in total (its algo, env and "
+        "options are kept)", path="file", none="none",
+    )  # fmt: skip
+    threads: int = param(1, "torch CPU threads", low=1, high=1024)
+    seed: int = param(0, "random seed", low=0, high=_SEED)
+    device: str = param("cpu", "torch device (the package runs on the CPU)", choices=("cpu",),
+                        flag=False)  # fmt: skip
+
+    def resolved_epochs(self) -> int:
+        if self.epochs is not None:
+            return self.epochs
+        return PAPER_EPOCHS if self.paper_scale else TRAIN_EPOCHS
+
+
+# demo --quick: what it replaces
+DEMO_QUICK: dict[str, Any] = {
+    "epochs": 12, "seeds": 1, "eval_every": 3, "hidden": 64, "grad_steps": 20, "min_buffer": 800,
+}  # fmt: skip
+
+
+@dataclass
+class DemoConfig(Config):
+    """``rsd-skills demo``: several methods at equal environment steps, several seeds, against random
+    actions; ``run_demo(cfg, out)`` runs it."""
+
+    hidden: int = param(128, "width of every MLP", low=1, high=65_536)
+    quick: bool = param(
+        False, "1 seed, 12 epochs, 64-wide MLPs, 20 gradient steps per epoch, 800 warm-up "
+        "transitions (about half a minute)",
+    )  # fmt: skip
+    env: str = param("point-maze", _ENV_DOC)
+    algos: tuple[str, ...] = param(("rsd", "metra"), "methods to compare", choices=ALGO_CHOICES)
+    seeds: int = param(3, "seeds per method: seed, seed+1, ...", low=1, high=1000)
+    epochs: int = param(80, "training epochs per run", low=1, high=10_000_000)
+    eval_every: int = param(10, "evaluate every N epochs for the curve", low=1, high=10_000_000)
+    maze: str | Path = param("medium", _MAZE_DOC, path="file", names=MAZE_NAMES)
+    episode_length: int | None = param(
+        None, "episode length T (auto: 100 point-maze, 50 point, 200 ant and gymnasium ids)",
+        low=1, high=100_000, none="auto",
+    )  # fmt: skip
+    xy_dims: tuple[int, ...] = param(
+        (0, 1), "gymnasium ids: observation indices of the position used for coverage", low=0,
+        high=100_000,
+    )  # fmt: skip
+    obs_norm: str = param(
+        "auto", "gymnasium ids: normalise observations as for ant", choices=("auto", "none")
+    )
+    threads: int = param(1, "torch CPU threads", low=1, high=1024)
+    seed: int = param(0, "first random seed", low=0, high=_SEED)
+    device: str = param("cpu", "torch device (the package runs on the CPU)", choices=("cpu",),
+                        flag=False)  # fmt: skip
+
+    def effective(self) -> DemoConfig:
+        """The config the demo runs: ``quick`` replaces epochs, seeds and the network sizes."""
+        return dataclasses.replace(self, **DEMO_QUICK) if self.quick else self
+
+
+@dataclass
+class EvaluateConfig:
+    """``rsd-skills evaluate``: coverage and zero-shot goal reaching of a checkpoint, beside random
+    actions; ``run_evaluate(cfg, out)`` runs it."""
+
+    checkpoint: str | Path = param(
+        REQUIRED, "checkpoint.pt written by 'rsd-skills train'", path="file"
+    )
+    n_skills: int = param(64, "skills from the method's prior for coverage", low=1, high=100_000)
+    eval_seed: int = param(12345, "seed of the evaluation skills and resets", low=0, high=_SEED)
+    recompute_goal_skill: bool = param(
+        True, "METRA/LSD zero-shot: recompute the skill every step (off: once at s0)"
+    )
+    threads: int = param(1, "torch CPU threads", low=1, high=1024)
+    seed: int = param(0, "seed of the random-actions baseline", low=0, high=_SEED)
+    device: str = param("cpu", "torch device (the package runs on the CPU)", choices=("cpu",),
+                        flag=False)  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_config(self)
