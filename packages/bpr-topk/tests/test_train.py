@@ -127,7 +127,9 @@ def test_search_grid_for_daml_and_bad_values(tmp_path, capsys):
     argv = ["train", "--quiet", "--dataset", "synthetic7", "--search", "--search-eps", "1.5"]
     assert main([*argv, "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
-    assert "argument --search-eps: expected comma-separated: each a finite number > 0 and <= 1" in err
+    assert (
+        "argument --search-eps: expected comma-separated: each a finite number > 0 and <= 1" in err
+    )
 
 
 def _history(*pairs):

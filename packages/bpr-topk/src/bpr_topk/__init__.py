@@ -93,6 +93,37 @@ _LAZY = {
 
 __all__ = [
     "HEURISTICS",
+    "AmbiguousTargetError",
+    "BPRLoss",
+    "BaselineConfig",
+    "BaselineResult",
+    "ConfigError",
+    "DAMLLoss",
+    "DataConfig",
+    "DemoConfig",
+    "DemoResult",
+    "EvalConfig",
+    "EvaluateConfig",
+    "EvaluateResult",
+    "FitResult",
+    "ForecastModel",
+    "LossOutput",
+    "NegBinMixedEffects",
+    "PGTopK",
+    "PerturbedTopK",
+    "PerturbedTopKFunction",
+    "RankConfig",
+    "RankResult",
+    "SPOPlusTopK",
+    "Split",
+    "TopKData",
+    "ToyConfig",
+    "ToyResult",
+    "TrainConfig",
+    "TrainRunConfig",
+    "TrainRunResult",
+    "TruncNormMixture",
+    "TruncatedNormal",
     "__version__",
     "baseline_scores",
     "best_heuristic",
@@ -134,37 +165,6 @@ __all__ = [
     "with_history_features",
     "with_site_history_features",
     "write_topk_folder",
-    "AmbiguousTargetError",
-    "BPRLoss",
-    "BaselineConfig",
-    "BaselineResult",
-    "ConfigError",
-    "DAMLLoss",
-    "DataConfig",
-    "DemoConfig",
-    "DemoResult",
-    "EvalConfig",
-    "EvaluateConfig",
-    "EvaluateResult",
-    "FitResult",
-    "ForecastModel",
-    "LossOutput",
-    "NegBinMixedEffects",
-    "PGTopK",
-    "PerturbedTopK",
-    "PerturbedTopKFunction",
-    "RankConfig",
-    "RankResult",
-    "SPOPlusTopK",
-    "Split",
-    "TopKData",
-    "ToyConfig",
-    "ToyResult",
-    "TrainConfig",
-    "TrainRunConfig",
-    "TrainRunResult",
-    "TruncNormMixture",
-    "TruncatedNormal",
 ]
 
 if TYPE_CHECKING:
@@ -176,6 +176,16 @@ if TYPE_CHECKING:
         lag_columns,
         with_history_features,
         with_site_history_features,
+    )
+    from .config import (
+        BaselineConfig,
+        ConfigError,
+        DataConfig,
+        DemoConfig,
+        EvaluateConfig,
+        RankConfig,
+        ToyConfig,
+        TrainRunConfig,
     )
     from .data import (
         AmbiguousTargetError,
@@ -192,36 +202,28 @@ if TYPE_CHECKING:
         write_topk_folder,
     )
     from .decision import PGTopK, SPOPlusTopK, pg_topk, spo_plus_topk, topk_oracle
+    from .experiment import EvalConfig, TrainConfig
     from .losses import BPRLoss, DAMLLoss, LossOutput, nll_term
     from .metrics import bpr, regret, topk_mask
     from .models import ForecastModel, NegBinMixedEffects, TruncatedNormal, TruncNormMixture
     from .perturbed import PerturbedTopK, PerturbedTopKFunction, perturbed_topk
     from .ranking import mean_rating, ratio_rating, ratio_values, topk_ratio_rating
+    from .runs import (
+        BaselineResult,
+        DemoResult,
+        EvaluateResult,
+        RankResult,
+        ToyResult,
+        TrainRunResult,
+        run_baseline,
+        run_demo,
+        run_evaluate,
+        run_rank,
+        run_toy,
+        run_train,
+    )
     from .score import explicit_jacobian_grad, score_function_rating, score_function_surrogate
     from .train import FitResult, baseline_scores, evaluate_model, evaluate_scores, fit
-
-    from .config import TrainRunConfig
-    from .config import RankConfig
-    from .config import EvaluateConfig
-    from .config import DemoConfig
-    from .config import BaselineConfig
-    from .config import ToyConfig
-    from .config import DataConfig
-    from .config import ConfigError
-    from .runs import run_train
-    from .runs import run_rank
-    from .runs import run_evaluate
-    from .runs import run_demo
-    from .runs import run_baseline
-    from .runs import run_toy
-    from .runs import TrainRunResult
-    from .runs import RankResult
-    from .runs import EvaluateResult
-    from .runs import DemoResult
-    from .runs import BaselineResult
-    from .runs import ToyResult
-    from .experiment import TrainConfig
-    from .experiment import EvalConfig
 
 
 def __getattr__(name: str) -> Any:

@@ -163,7 +163,9 @@ class TrainRunConfig(EvalFields, DataConfig):
     nll_weight: float = param(1.0, "weight of the NLL", low=0, high=_BIG)
     epochs: int = param(1000, "full-batch epochs", low=1, high=_MAX)
     lr: float = param(1e-2, "Adam learning rate", low=0, low_open=True, high=10)
-    M: int = param(100, "forecast samples per step for the score function, Eq. 10", low=1, high=100_000)
+    M: int = param(
+        100, "forecast samples per step for the score function, Eq. 10", low=1, high=100_000
+    )
     J: int = param(100, "perturbation samples of the top-K, Eq. 11", low=1, high=100_000)
     sigma: float = param(
         0.01, "std of the perturbation noise on the ratings", low=0, low_open=True, high=100
@@ -273,9 +275,7 @@ class RankConfig(DataConfig):
     """``bpr-topk rank``: rank the sites of one split from a saved model."""
 
     checkpoint: str | Path = param(REQUIRED, "model.pt written by train", path="file")
-    rule: str = param(
-        "ratio", "ranking rule: ratio (Eq. 7) or mean", choices=("ratio", "mean")
-    )
+    rule: str = param("ratio", "ranking rule: ratio (Eq. 7) or mean", choices=("ratio", "mean"))
     samples: int = param(1000, "forecast samples for the ratio rule", low=1, high=_MAX)
     denominator_offset: float = param(
         1.0, "c in the ratio rating y/(c + 1·y); 0 is the literal Eq. 7", low=0, high=_BIG

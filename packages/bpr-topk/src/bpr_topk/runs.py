@@ -93,17 +93,25 @@ __all__ = [
 ]
 
 CHECKPOINT_KEYS = ("model", "config", "state_dict")
-_LOAD_ERRORS = (ValueError, OSError, EOFError, KeyError, UnicodeDecodeError, RuntimeError, TypeError)
+_LOAD_ERRORS = (
+    ValueError,
+    OSError,
+    EOFError,
+    KeyError,
+    UnicodeDecodeError,
+    RuntimeError,
+    TypeError,
+)
 
 
 @contextlib.contextmanager
-def _blame(name: str, *extra: type[BaseException]) -> Iterator[None]:
+def _blame(name: str, errors: tuple[type[BaseException], ...] = _LOAD_ERRORS) -> Iterator[None]:
     """Input errors inside the block become a :class:`ConfigError` naming the field ``name``."""
     try:
         yield
     except ConfigError:
         raise
-    except (*_LOAD_ERRORS, *extra) as exc:
+    except errors as exc:
         raise ConfigError(name, _describe_error(exc)) from exc
 
 
@@ -212,7 +220,7 @@ def load_checkpoint(
 ) -> tuple[ForecastModel, dict[str, Any]]:
     """The model of a ``model.pt`` and its checkpoint dict; it must fit ``data`` (same sites and
     features), else :class:`ConfigError` naming the field ``name``."""
-    with _blame(name):
+    with _blame(name, (*_LOAD_ERRORS, RuntimeError, TypeError)):
         ckpt = read_checkpoint(path)
         model = build_model(ckpt["model"], ckpt["config"])
         model.load_state_dict(ckpt["state_dict"])
@@ -279,7 +287,9 @@ def search_grid(cfg: TrainRunConfig) -> dict[str, list[float]]:
     lrs = list(cfg.search_lr or (cfg.lr / 3, cfg.lr, 3 * cfg.lr))
     perturbed = cfg.objective in ("daml", "bpr")
     sigmas = list(cfg.search_sigma or ((cfg.sigma, 5 * cfg.sigma) if perturbed else (cfg.sigma,)))
-    epss = list(cfg.search_eps or ((cfg.eps, 0.9 * cfg.eps) if cfg.objective == "daml" else (cfg.eps,)))
+    epss = list(
+        cfg.search_eps or ((cfg.eps, 0.9 * cfg.eps) if cfg.objective == "daml" else (cfg.eps,))
+    )
     for name, values, upper in (("search_lr", lrs, 10.0), ("search_sigma", sigmas, 100.0),
                                 ("search_eps", epss, 1.0)):  # fmt: skip
         if any(not 0 < v <= upper for v in values):
@@ -452,7 +462,12 @@ class RankResult:
     files: list[Path] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"data": self.data, "K": self.K, "rule": self.rule, "bpr_per_step": self.bpr_per_step}
+        return {
+            "data": self.data,
+            "K": self.K,
+            "rule": self.rule,
+            "bpr_per_step": self.bpr_per_step,
+        }
 
 
 def run_rank(cfg: RankConfig, out: str | Path | None = None) -> RankResult:
@@ -464,7 +479,9 @@ def run_rank(cfg: RankConfig, out: str | Path | None = None) -> RankResult:
     torch.manual_seed(cfg.seed)
     with torch.no_grad():
         if cfg.rule == "ratio":
-            scores = ratio_rating(model.sample(cfg.samples, split.X, split.time), cfg.denominator_offset)
+            scores = ratio_rating(
+                model.sample(cfg.samples, split.X, split.time), cfg.denominator_offset
+            )
         else:
             scores = model.mean(split.X, split.time)
     order = scores.argsort(-1, descending=True)
