@@ -233,7 +233,8 @@ def load_checkpoint(
             f"{path} was trained on {ckpt.get('data_name')} with "
             f"{ckpt['config'].get('num_sites')} sites / features {ckpt.get('feature_names')}; "
             f"the data given has {data.num_sites} sites / features {data.feature_names} (give "
-            "the same data, --history-windows and --features as to train)",
+            "the same data, --history-windows and --history-features or --raw-features as to "
+            "train)",
         )
     return model, ckpt
 
