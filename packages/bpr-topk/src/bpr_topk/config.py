@@ -114,8 +114,8 @@ class DataConfig:
                 where = "/".join(NAMED[self.dataset])
                 raise ConfigError(
                     "data",
-                    f"dataset {self.dataset} needs data FOLDER, or ICML25_DATA set to a folder "
-                    f"holding {where}",
+                    f"dataset {self.dataset} is read from a folder: give it as data, or set "
+                    f"ICML25_DATA to a folder holding {where}",
                 )
 
 
