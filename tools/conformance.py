@@ -71,11 +71,6 @@ INPROC_SECONDS = (
 )
 DEMO_SECONDS = 600.0
 HELP_SECONDS = 1.5  # `<dist> --help` and `<dist> <cmd> --help`, best of three processes
-# Packages whose CLI is not yet generated from config dataclasses (issue 24): the bounds and --help-time
-# checks report their gaps as GAP instead of failing. Remove a package once it passes them.
-LIBRARY_FIRST_PENDING = {
-    "bpr-topk",
-}
 
 
 class ProbeStillRunning(BaseException):
@@ -92,7 +87,6 @@ class Check:
     ok: bool
     detail: str = ""
     seconds: float = 0.0
-    gap: bool = False  # a known gap (LIBRARY_FIRST_PENDING): reported, does not fail
 
 
 @dataclass
@@ -119,13 +113,6 @@ class Conformance:
     def record(self, name: str, ok: bool, detail: str = "", seconds: float = 0.0) -> bool:
         self.checks.append(Check(name, ok, detail, seconds))
         return ok
-
-    def pending(self, start: int) -> None:
-        """Checks recorded since ``start`` become known gaps when the package is still pending (issue 24)."""
-        if self.dist in LIBRARY_FIRST_PENDING:
-            for check in self.checks[start:]:
-                if not check.ok:
-                    check.ok, check.gap = True, True
 
     def fresh(self, stem: str) -> Path:
         self._n += 1
@@ -283,12 +270,10 @@ class Conformance:
                 seen[results] = name
 
     def check_help_time(self) -> None:
-        start = len(self.checks)
-        pending = self.dist in LIBRARY_FIRST_PENDING
         helps = [["--help"], *([c["name"], "--help"] for c in self.commands)]
-        for argv in helps[:1] if pending else helps:  # pending: one measurement, it is a known gap
+        for argv in helps:
             best = self.process(argv).seconds
-            for _ in range(0 if pending else 2):  # three tries: a busy machine may slow one start
+            for _ in range(2):  # three tries: a busy machine may slow one start
                 if best <= HELP_SECONDS:
                     break
                 best = min(best, self.process(argv).seconds)
@@ -298,7 +283,6 @@ class Conformance:
                 f"best of 3: {best:.2f} s (import torch and friends after parsing, not before)",
                 best,
             )
-        self.pending(start)
 
     def check_entry_point(self) -> None:
         self.check_help_time()
@@ -390,20 +374,16 @@ class Conformance:
                 option["flags"][0],
             )
         usage("unknown flag --no-such-flag", ["--no-such-flag", "1"], "--no-such-flag")
-        if self.dist in LIBRARY_FIRST_PENDING:  # an accepted absurd value starts a run: not probed
-            self.record(f"{name}: absurd numeric values (not probed)", False, "pending issue 24")
-            self.pending(len(self.checks) - 1)
-        else:
-            for option in options:
-                if option["kind"] not in ("count", "rate", "number"):
-                    continue
-                flag = option["flags"][0]
-                big = "100000000000" if option.get("value") == "int" else "1e30"
-                for bad in (big, "-" + big):
-                    usage(f"{flag} {bad} (absurd)", [flag, bad], flag)
-            raw = [o for o in options if o.get("raw_type") in ("int", "float")]
-            for option in raw:  # plain type=int/float: no range at all
-                usage(f"{option['flags'][0]} 1e30 (absurd)", [option["flags"][0], "1e30"], None)
+        for option in options:
+            if option["kind"] not in ("count", "rate", "number"):
+                continue
+            flag = option["flags"][0]
+            big = "100000000000" if option.get("value") == "int" else "1e30"
+            for bad in (big, "-" + big):
+                usage(f"{flag} {bad} (absurd)", [flag, bad], flag)
+        raw = [o for o in options if o.get("raw_type") in ("int", "float")]
+        for option in raw:  # plain type=int/float: no range at all
+            usage(f"{option['flags'][0]} 1e30 (absurd)", [option["flags"][0], "1e30"], None)
         for option in options:
             flag = option["flags"][0]
             if flag == "--out":
@@ -492,18 +472,14 @@ class Conformance:
     def report(self, junit: Path | None) -> None:
         failed = [c for c in self.checks if not c.ok]
         for check in self.checks:
-            mark = "GAP " if check.gap else "ok  " if check.ok else "FAIL"
+            mark = "ok  " if check.ok else "FAIL"
             line = f"{mark} {check.name}"
             if check.seconds >= 1:
                 line += f" ({check.seconds:.1f} s)"
             print(line)
-            if (check.gap or not check.ok) and check.detail:
+            if not check.ok and check.detail:
                 print("       " + check.detail.replace("\n", "\n       "))
-        gaps = sum(c.gap for c in self.checks)
-        print(
-            f"{self.dist}: {len(self.checks) - len(failed) - gaps} passed, {len(failed)} failed"
-            + (f", {gaps} known gaps (issue 24: LIBRARY_FIRST_PENDING)" if gaps else "")
-        )
+        print(f"{self.dist}: {len(self.checks) - len(failed)} passed, {len(failed)} failed")
         if junit is not None:
             suite = ET.Element(
                 "testsuite",
@@ -511,7 +487,6 @@ class Conformance:
                 tests=str(len(self.checks)),
                 failures=str(len(failed)),
                 errors="0",
-                skipped=str(sum(c.gap for c in self.checks)),
             )
             for check in self.checks:
                 case = ET.SubElement(
@@ -521,11 +496,7 @@ class Conformance:
                     name=check.name,
                     time=f"{check.seconds:.3f}",
                 )
-                if check.gap:
-                    ET.SubElement(
-                        case, "skipped", message="known gap, issue 24: " + check.detail[:400]
-                    )
-                elif not check.ok:
+                if not check.ok:
                     ET.SubElement(case, "failure", message=check.detail[:500])
             junit.parent.mkdir(parents=True, exist_ok=True)
             ET.ElementTree(suite).write(junit, encoding="utf-8", xml_declaration=True)

@@ -138,17 +138,6 @@ def test_unbounded_number_fails_the_absurd_value_case(run_check):
     assert "train: --epochs 100000000000 (absurd)" in failures(run_check(unbounded))
 
 
-def test_a_pending_package_reports_its_gaps_without_failing(run_check, monkeypatch):
-    monkeypatch.setattr(conformance, "LIBRARY_FIRST_PENDING", {"fake-cli"})
-    check = run_check(GOOD_CLI.replace("int_range(1, 1000)", "int_range(1)"))
-    assert failures(check) == []
-    gaps = [c.name for c in check.checks if c.gap]
-    assert gaps == [
-        "train: absurd numeric values (not probed)",
-        "demo: absurd numeric values (not probed)",
-    ]
-
-
 def test_an_accepted_value_that_starts_an_endless_run_is_stopped_and_fails(run_check, monkeypatch):
     """An in-process case must not hang the cell: it is stopped after INPROC_SECONDS and fails."""
     monkeypatch.setattr(conformance, "INPROC_SECONDS", 2.0)

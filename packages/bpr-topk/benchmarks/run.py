@@ -289,9 +289,9 @@ def bench_hotspots(data_dir: Path, quick: bool, n_seeds: int | None = None) -> d
     (:func:`select_hotspots_setting`, seeds 0-4); the table then uses the selected setting, and
     ``demo_default_is_selected`` records whether it is the demo's embedded default.
     """
-    from bpr_topk.cli import _demo_setup
+    from bpr_topk.runs import demo_setup
 
-    data, k, kind, cfg, ev, about = _demo_setup("hotspots", 0, quick)
+    data, k, kind, cfg, ev, about = demo_setup("hotspots", 0, quick)
     t0 = time.time()
     previous = RESULTS / "hotspots.json"
     if REUSE_SELECTION and previous.is_file():  # the validation-only selection of an earlier run
@@ -559,9 +559,9 @@ def rescore(names: list[str], data_dir: Path) -> int:
         if name == "cook_county":
             res = finish_cook(res, load(data_dir), ev)
         else:
-            from bpr_topk.cli import _demo_setup
+            from bpr_topk.runs import demo_setup
 
-            data, k = _demo_setup("hotspots", 0, False)[:2]
+            data, k = demo_setup("hotspots", 0, False)[:2]
             rows = [r for r in res["rows"] if r.get("ranking") != "history"]
             rows += baseline_rows(data, k, ev)
             res.update(

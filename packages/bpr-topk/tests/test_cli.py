@@ -74,8 +74,16 @@ def test_toy_command(tmp_path):
         (["train", "--K", "9"], "argument --K: 9 exceeds"),
         (["train", "--data", "/nonexistent/folder"], "argument --data"),
         (["train", "--objective", "mse"], "argument --objective"),
-        (["train", "--epochs", "0"], "argument --epochs: expected an integer >= 1, got '0'"),
+        (["train", "--epochs", "0"], "argument --epochs: expected an integer >= 1 and <= 1000000"),
         (["train", "--lr", "-1"], "argument --lr: expected a finite number > 0"),
+        # absurd values are refused before any work, naming the flag and the accepted range
+        (["train", "--lr", "1e30"], "argument --lr: expected a finite number > 0 and <= 10"),
+        (["train", "--epochs", "100000000000"], "argument --epochs: expected an integer"),
+        (["train", "--lam", "1e300"], "argument --lam: expected a finite number >= 0 and <= 1e+06"),
+        (["train", "--dataset", "hotspots", "--sites", "1000000000000"], "argument --sites"),
+        (["train", "--search-lr", "0.1,1e30"], "argument --search-lr"),
+        (["evaluate", "--eval-samples", "1e11"], "argument --eval-samples"),
+        (["demo", "--seeds", "100000000000"], "argument --seeds"),
         (["rank", "--checkpoint", "/nonexistent.pt"], "argument --checkpoint"),
         (["demo", "--seeds", "0"], "argument --seeds"),
     ],
@@ -152,7 +160,7 @@ def test_bad_data_is_one_line_naming_data(tmp_path, capsys, edit, expected):
     line = _error(capsys)
     assert line.startswith("bpr-topk: error: argument --data: ")
     assert re.search(expected, line), line
-    assert not out.exists()  # the --out folder the failed run created is removed
+    assert not out.exists()  # a failed run removes the --out folder it created
 
 
 def test_nan_case_of_the_conformance_check(tmp_path, capsys):

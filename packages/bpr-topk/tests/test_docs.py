@@ -69,13 +69,13 @@ def test_benchmark_command_is_stored_relative_to_the_package(tmp_path, monkeypat
 def test_demo_default_is_the_setting_benchmark_c_selected_on_validation():
     """The demo's λ and fine-tuning learning rate are the ones benchmark (c) chose on the
     validation split (hotspots.json ``selection``), so README and demo tell the same story."""
-    from bpr_topk.cli import _demo_setup
+    from bpr_topk.runs import demo_setup
 
     path = RESULTS / "hotspots.json"
     if not path.is_file():
         pytest.skip("no hotspots benchmark result beside the tests")
     res = json.loads(path.read_text(encoding="utf-8"))
-    cfg = _demo_setup("hotspots", 0, quick=True)[3]
+    cfg = demo_setup("hotspots", 0, quick=True)[3]
     chosen = res["selection"]["selected"]
     assert res["demo_default_is_selected"] is True
     assert {key: getattr(cfg, key) for key in chosen} == chosen

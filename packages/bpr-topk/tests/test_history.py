@@ -189,16 +189,19 @@ def test_early_stopping_budget_extends_until_patience_runs_out():
 def test_train_arguments_resolve_to_the_history_forecaster_unless_raw_features():
     """The defaults of the forecaster, without training: history features with exp link, mean
     start and no slopes by default; --raw-features the pre-0.5.0 ones; explicit flags win."""
-    from bpr_topk.cli import _load_data, _train_config, build_cli
+    from bpr_topk._contract import config_from
+    from bpr_topk.cli import build_cli
+    from bpr_topk.config import TrainRunConfig
+    from bpr_topk.runs import load_data, train_config
 
     parser = build_cli().commands["train"].parser
     base = ["--dataset", "zeroinflated", "--sites", "40"]
 
     def resolve(*extra):
-        args = parser.parse_args([*base, *extra])
-        data, _ = _load_data(args)
-        cfg = _train_config(args)
-        return args._features, (cfg.link, cfg.init, cfg.site_slopes), data.feature_names
+        run = config_from(parser.parse_args([*base, *extra]), TrainRunConfig)
+        loaded = load_data(run, run.model)
+        cfg = train_config(run, loaded.features)
+        return loaded.features, (cfg.link, cfg.init, cfg.site_slopes), loaded.data.feature_names
 
     features, cfg, names = resolve()
     assert features == "history" and cfg == ("exp", "mean", False)

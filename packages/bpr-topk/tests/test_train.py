@@ -126,7 +126,10 @@ def test_search_grid_for_daml_and_bad_values(tmp_path, capsys):
     assert trials[chosen]["valid_bpr"] == best_bpr
     argv = ["train", "--quiet", "--dataset", "synthetic7", "--search", "--search-eps", "1.5"]
     assert main([*argv, "--out", str(tmp_path / "x")]) == 2
-    assert "argument --search-eps: every value must be in (0, 1]" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert (
+        "argument --search-eps: expected comma-separated: each a finite number > 0 and <= 1" in err
+    )
 
 
 def _history(*pairs):
@@ -179,12 +182,9 @@ def test_compare_with_grids_searches_on_validation_and_records_the_choice():
 )  # fmt: skip
 def test_default_search_grid_varies_only_what_the_objective_uses(objective, sigmas, epss):
     """σ only matters with a perturbed top-K (DAML, BPR-only), ε only for DAML."""
-    import argparse
+    from bpr_topk.config import TrainRunConfig
+    from bpr_topk.runs import search_grid
 
-    from bpr_topk.cli import _search_grid
-
-    args = argparse.Namespace(objective=objective, lr=0.03, sigma=0.01, eps=1.0,
-                              search_lr=None, search_sigma=None, search_eps=None)  # fmt: skip
-    grid = _search_grid(args)
+    grid = search_grid(TrainRunConfig(objective=objective, lr=0.03, sigma=0.01, eps=1.0))
     assert grid["lr"] == pytest.approx([0.01, 0.03, 0.09])
     assert grid["sigma"] == pytest.approx(sigmas) and grid["eps"] == pytest.approx(epss)
