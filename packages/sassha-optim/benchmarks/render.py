@@ -451,6 +451,56 @@ def paper_table(paper: dict) -> list[str]:
     ]
 
 
+STEP_ARMS = {
+    "sam": "SAM(SGD)",
+    "sassha": "**Sassha (k=10)**",
+    "sassha-k1": "Sassha (k=1)",
+    "official-k1": "official step (k=1)",
+    "official-k10": "official step (k=10)",
+}
+
+
+def step_time_table(st: dict) -> list[str]:
+    """(g): ms per step per arm, paired per-round ratios (min / median / max), verdicts, profile."""
+    lines = ["| arm | ms / step (median of block means) |", "|---|---|"]
+    lines += [f"| {STEP_ARMS.get(n, n)} | {ms:.2f} |" for n, ms in st["ms_per_step"].items()]
+    lines += ["", "| ratio (same round) | min | median | max | target |", "|---|---|---|---|---|"]
+    for label, r in st["ratios"].items():
+        target = st["targets"].get(label)
+        verdict = (
+            f"≤ {target['bound']}×: **{'met' if target['met'] else 'missed'}**" if target else ""
+        )
+        lines.append(
+            f"| {label} | {r['min']:.3f} | {r['median']:.3f} | {r['max']:.3f} | {verdict} |"
+        )
+    prof = st["profile"]
+    arms = list(prof["ms_per_step"])
+    phases = list(prof["ms_per_step"][arms[0]])
+    lines += [
+        "",
+        f"Where a k = 1 step goes (ms per step, mean over {prof['steps']} steps of each, "
+        "interleaved; phases from the explicit loop):",
+        "",
+        "| phase | " + " | ".join(STEP_ARMS.get(a, a) for a in arms) + " |",
+        "|---|" + "---|" * len(arms),
+    ]
+    for ph in phases:
+        lines.append(
+            f"| {ph} | " + " | ".join(f"{prof['ms_per_step'][a][ph]:.2f}" for a in arms) + " |"
+        )
+    totals = [sum(prof["ms_per_step"][a].values()) for a in arms]
+    lines.append("| total | " + " | ".join(f"{t:.2f}" for t in totals) + " |")
+    return [
+        *lines,
+        "",
+        f"- {st['model']}; {st['settings']}. {st['repeats']} rounds; in each round every arm runs "
+        f"one block of {st['steps_per_block']} steps, in an order rotated every round, after "
+        f"{st['warmup_steps']} warm-up steps; ratios are taken within each round (paired). The "
+        "official step is the official code's published behaviour written here (graph on every "
+        "second pass, restore through `.data`, HVP at the restored weights, per-parameter loops).",
+    ]
+
+
 def _produced(payload: dict) -> str:
     m = payload["machine"]
     return (
@@ -464,7 +514,7 @@ def render() -> str:
     std = load("standardisation")
     start = load("startup")
     rss, ln, lm = load("rss"), load("label_noise"), load("lm")
-    if not (acc or tim or mem or std or start or rss or ln or lm):
+    if not (acc or tim or mem or std or start or rss or ln or lm or load("step_time")):
         return "No benchmark results yet: run `python benchmarks/run.py`."
     out = ["Numbers generated from `benchmarks/results/*.json` by `benchmarks/render.py`."]
     if ln:
@@ -502,6 +552,15 @@ def render() -> str:
         out += accuracy_table(acc)
     if tim:
         out += ["", f"**(b) Time per step**; {_produced(tim)}:", "", *timing_table(tim)]
+    step = load("step_time")
+    if step:
+        out += [
+            "",
+            f"**(g) Step time against the official step and SAM** (sassha-optim "
+            f"{step['sassha_optim']}); {_produced(step)}:",
+            "",
+            *step_time_table(step),
+        ]
     if mem:
         out += ["", f"**(c) Memory**; {_produced(mem)}:", "", *memory_table(mem)]
     if rss:

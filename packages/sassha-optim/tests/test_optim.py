@@ -751,3 +751,31 @@ def test_nonfinite_loss_at_perturbed_point_restores_weights(nonfinite):
         assert opt.skipped_steps == 1
     assert not opt.is_perturbed and opt.global_step == 0
     assert torch.equal(w.detach(), torch.tensor(W0, dtype=torch.float64))
+
+
+TRAJECTORIES = Path(__file__).parent / "data" / "sassha-0.4.0-trajectories.pt"
+
+
+def _trajectory_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    nn = torch.nn
+    return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 3))
+
+
+@pytest.mark.parametrize("name", ["k1", "k10", "k3-n2-official", "k1-adaptive-clip"])
+def test_update_unchanged_since_0_4_0(name):
+    """tests/data/sassha-0.4.0-trajectories.pt: weights and D after 12 closure steps of
+    ``Sassha(lr=0.05, rho=0.1, weight_decay=0.01, seed=3, **options)`` on a fixed 6-8-8-3 MLP and
+    batch, saved by sassha-optim 0.4.0, before the 0.5.0 step-time work (Hutchinson product without
+    a zero-filled accumulator, one ``float()`` of the perturbation norm). The step must compute the
+    same update (bitwise on the machine that wrote the file; 1e-6 relative elsewhere)."""
+    saved = torch.load(TRAJECTORIES, weights_only=True)
+    assert saved["version"] == "0.4.0"
+    run = saved["runs"][name]
+    model = _trajectory_model()
+    opt = Sassha(model.parameters(), lr=0.05, rho=0.1, weight_decay=0.01, seed=3, **run["options"])
+    for _ in range(12):
+        opt.step(ce_closure(opt, model, saved["x"], saved["y"]))
+    for p, want, d in zip(model.parameters(), run["params"], run["exp_hessian_diag"]):
+        torch.testing.assert_close(p.detach(), want, rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(opt.state[p]["exp_hessian_diag"], d, rtol=1e-6, atol=1e-9)

@@ -56,7 +56,7 @@ def hutchinson_diagonal(
     """
     with_graph = [i for i, g in enumerate(grads) if g is not None and g.requires_grad]
     outputs = [cast(Tensor, grads[i]) for i in with_graph]
-    estimate = [torch.zeros_like(p) for p in params]
+    estimate: list[Tensor] = []
     for j in range(n_samples):
         z = probes()
         hz = torch.autograd.grad(
@@ -66,6 +66,12 @@ def hutchinson_diagonal(
             retain_graph=j < n_samples - 1,
             allow_unused=True,
         )
+        if j == 0:  # z ⊙ Hz directly, not into a zero-filled accumulator (exact: z = ±1)
+            estimate = [
+                torch.zeros_like(p) if hz_i is None else hz_i * z_i
+                for p, z_i, hz_i in zip(params, z, hz)
+            ]
+            continue
         for est, z_i, hz_i in zip(estimate, z, hz):
             if hz_i is not None:
                 est.addcmul_(z_i, hz_i)

@@ -432,15 +432,16 @@ class Sassha(Optimizer):
             self._skip_pending = self._nonfinite("first-pass gradient norm")
         self._saved_weights = {}
         by_param = {p: i for i, p in enumerate(params)}
+        norm_value = float(norm)
         if not self._skip_pending:
             for group in self.param_groups:
                 if group["rho"] == 0:
                     continue
+                scale = group["rho"] / (norm_value + group["perturb_eps"])
                 for p in group["params"]:
                     if p not in by_param:
                         continue
                     g = grads[by_param[p]]
-                    scale = group["rho"] / (float(norm) + group["perturb_eps"])
                     e = g * p * p * scale if group["adaptive"] else g * scale
                     self._saved_weights[p] = p.clone()  # w, restored bitwise in step 5
                     p.add_(e)
