@@ -18,7 +18,7 @@ rounds. A phase profile (``--profile-steps`` k = 1 steps of each implementation,
 one step into first pass, perturbation, second pass, Hessian-vector product (+ restore) and update.
 
 Writes benchmarks/results/step_time.json (``--quick``: results/quick/) and re-renders the README.
-Usage: OMP_NUM_THREADS=1 nice -n 15 python benchmarks/step_time.py [--repeats 31] [--quick]
+Usage: OMP_NUM_THREADS=1 nice -n 15 python benchmarks/step_time.py [--repeats 61] [--quick]
 """
 
 from __future__ import annotations
@@ -236,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--repeats", type=int, default=31, help="rounds (default 31)")
-    parser.add_argument("--block", type=int, default=10, help="steps per block (multiple of 10)")
+    parser.add_argument("--repeats", type=int, default=61, help="rounds (default 61)")
+    parser.add_argument(
+        "--block", type=int, default=20, help="steps per block (multiple of 10; default 20)"
+    )
     parser.add_argument("--quick", action="store_true", help="3 rounds; writes results/quick/")
     parser.add_argument("--no-render", action="store_true", help="do not rewrite the README")
     args = parser.parse_args(argv)
