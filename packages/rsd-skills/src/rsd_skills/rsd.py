@@ -78,10 +78,15 @@ class RSD(SkillMethod):
     def update(self, batch: Batch, generator: torch.Generator) -> dict[str, float]:
         # ALGO LOGIC: the bounded representation objective and its dual step
         inv_t = 1.0 / self.horizon
-        # one forward pass over the three stacked inputs (cheaper than three passes; same values)
-        psi_s, psi_next, psi_0 = self.psi(
-            torch.cat([batch["obs"], batch["next_obs"], batch["s0"]])
-        ).chunk(3)
+        # one forward pass over the stacked inputs (cheaper than three passes; same values). With a fixed
+        # start state (every s0 of the minibatch the same, e.g. the point maze) Ψ(s0) is one row.
+        obs, s0 = batch["obs"], batch["s0"]
+        n = len(obs)
+        if bool((s0 == s0[:1]).all()):
+            psi_all = self.psi(torch.cat([obs, batch["next_obs"], s0[:1]]))
+            psi_s, psi_next, psi_0 = psi_all[:n], psi_all[n : 2 * n], psi_all[2 * n :].expand(n, -1)
+        else:
+            psi_s, psi_next, psi_0 = self.psi(torch.cat([obs, batch["next_obs"], s0])).chunk(3)
         step = psi_next - psi_s
         dir_sim = (step * normalize(batch["z"] - psi_s.detach())).sum(-1)
         c1 = torch.clamp(
