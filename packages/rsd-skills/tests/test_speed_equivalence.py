@@ -69,6 +69,27 @@ def test_same_seed_same_numbers_as_before_the_rewrites(algo):
             )
 
 
+@pytest.mark.parametrize("scale", [0.5, 1 - 1e-5, 1 - 1e-7, 1.0, 1 + 1e-7, 2.0, float("inf")])
+@pytest.mark.parametrize("shapes", [[(3, 4), (3,)], [()], [(1,)]])
+def test_clip_fast_path_equals_clip_grad_norm_bit_for_bit(scale, shapes):
+    # gradients scaled so that their norm sits below, at and above max_norm = 3 (and inf: non-finite)
+    from rsd_skills.sac import clip_and_step
+
+    gen = torch.Generator().manual_seed(0)
+    grads = [torch.randn(s, generator=gen) for s in shapes]
+    norm = torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))
+    grads = [g * (3.0 * scale / norm) for g in grads]
+    ref = [torch.nn.Parameter(torch.zeros(s)) for s in shapes]
+    ours = [torch.nn.Parameter(torch.zeros(s)) for s in shapes]
+    for r, o, g in zip(ref, ours, grads):
+        r.grad, o.grad = g.clone(), g.clone()
+    want = torch.nn.utils.clip_grad_norm_(ref, 3.0)
+    got = clip_and_step(torch.optim.SGD(ours, lr=0.0), ours, 3.0)
+    assert got == pytest.approx(float(want), rel=1e-6, nan_ok=True)
+    for r, o in zip(ref, ours):
+        assert torch.equal(r.grad, o.grad) or (r.grad.isnan().all() and o.grad.isnan().all())
+
+
 if __name__ == "__main__":  # regenerate (only from code known to be right)
     GOLDEN.write_text(json.dumps({a: fingerprint(a) for a in ALGOS}) + "\n")
     sys.exit(0)

@@ -93,19 +93,20 @@ class RSD(SkillMethod):
             inv_t - torch.linalg.vector_norm(step, dim=-1), max=self.cfg.dual_slack * inv_t
         )
         c2 = -torch.linalg.vector_norm(psi_0, dim=-1)
-        lam = self.log_lambda.exp().detach()
+        lam = self.log_lambda.detach().exp()
         loss_phi = -(dir_sim + lam * c1 + c2).mean()
         self.opt_phi.zero_grad(set_to_none=True)
         loss_phi.backward()
         clip_and_step(self.opt_phi, list(self.phi.parameters()), self.cfg.grad_clip)
-        loss_lambda = self.log_lambda * c1.detach().mean()
+        c1_mean = c1.detach().mean()
+        loss_lambda = self.log_lambda * c1_mean
         self.opt_lambda.zero_grad(set_to_none=True)
         loss_lambda.backward()
         clip_and_step(self.opt_lambda, [self.log_lambda], self.cfg.grad_clip)
         return {
             "loss_phi": loss_phi.item(),
             "repr_reward": dir_sim.mean().item(),
-            "constraint": c1.mean().item(),
+            "constraint": c1_mean.item(),
             "anchor": c2.mean().item(),
             "lambda": self.log_lambda.exp().item(),
         }
