@@ -120,7 +120,10 @@ def summarise(algos: list[str], runs: list[dict[str, dict]]) -> dict[str, dict]:
     for a in algos:
         rates = [r[a]["env_steps"] / r[a]["cpu_seconds"] for r in runs]
         ratios = (
-            [rate / (r["metra"]["env_steps"] / r["metra"]["cpu_seconds"]) for rate, r in zip(rates, runs)]
+            [
+                rate / (r["metra"]["env_steps"] / r["metra"]["cpu_seconds"])
+                for rate, r in zip(rates, runs)
+            ]
             if "metra" in algos
             else None
         )

@@ -65,7 +65,7 @@ def test_same_seed_same_numbers_as_before_the_rewrites(algo):
                 torch.tensor(values, dtype=torch.float64),
                 rtol=1e-6,
                 atol=1e-6,
-                msg=lambda m, name=name: f"{section} {name}: {m}",
+                msg=lambda m, name=name, section=section: f"{section} {name}: {m}",
             )
 
 

@@ -34,7 +34,8 @@ def clip_and_step(
     """
     total = None
     if max_norm:
-        bound = max_norm * (1.0 - 1e-6)  # coef rounds to exactly 1 below this (float32: 6e-8 relative)
+        # below this bound the float32 coefficient rounds to exactly 1 (float32: 6e-8 relative)
+        bound = max_norm * (1.0 - 1e-6)
         grads = [p.grad for p in params if p.grad is not None]
         if len(grads) == 1 and grads[0].numel() == 1:  # λ, α: the norm of one number is |g|
             total = abs(float(grads[0]))
