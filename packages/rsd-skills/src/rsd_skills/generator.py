@@ -227,9 +227,20 @@ def estimate_value(
 
     ``s0`` (obs_dim,), ``z`` (n, d), ``noise`` ``(M, n, |A|)`` standard normal; returns (n,)."""
     m, n = noise.shape[0], len(z)
-    # the M action samples in one batched pass: rows (m, i) of x repeat z_i for every m
-    x = torch.cat([s0.expand(n, -1), z], dim=-1).repeat(m, 1)
-    eps = noise.reshape(m * n, -1)
+    return _value(agent, *_value_inputs(s0, z, noise), m, n)
+
+
+def _value_inputs(
+    s0: torch.Tensor, z: torch.Tensor, noise: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The M action samples in one batched pass: rows (m, i) of x repeat [s0, z_i] for every m."""
+    m, n = noise.shape[0], len(z)
+    return torch.cat([s0.expand(n, -1), z], dim=-1).repeat(m, 1), noise.reshape(m * n, -1)
+
+
+def _value(
+    agent: SAC | AgentSnapshot, x: torch.Tensor, eps: torch.Tensor, m: int, n: int
+) -> torch.Tensor:
     if type(agent.policy) is TanhGaussianPolicy:
         # agent.policy.sample without the module call machinery (the same arithmetic)
         mean, log_std = mlp_forward(agent.policy.net, x).chunk(2, dim=-1)
@@ -262,10 +273,11 @@ def regret(
 ) -> torch.Tensor:
     """``Reg(z) = V_k(s0|z) − V_{k−1}(s0|z)``, both with the same action noise; ``V_{k−1} ≡ 0`` without a snapshot."""
     noise = torch.randn(samples, len(z), agent.act_dim, generator=generator)
-    value = estimate_value(agent, s0, z, noise)
+    x, eps = _value_inputs(s0, z, noise)  # built once for both value estimates (the same inputs)
+    value = _value(agent, x, eps, samples, len(z))
     if snapshot is None:
         return value
-    return value - estimate_value(snapshot, s0, z, noise)
+    return value - _value(snapshot, x, eps, samples, len(z))
 
 
 # ----------------------------------------------------------------------------------------- population

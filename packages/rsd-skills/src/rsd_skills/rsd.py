@@ -78,29 +78,35 @@ class RSD(SkillMethod):
     def update(self, batch: Batch, generator: torch.Generator) -> dict[str, float]:
         # ALGO LOGIC: the bounded representation objective and its dual step
         inv_t = 1.0 / self.horizon
-        # one forward pass over the three stacked inputs (cheaper than three passes; same values)
-        psi_s, psi_next, psi_0 = self.psi(
-            torch.cat([batch["obs"], batch["next_obs"], batch["s0"]])
-        ).chunk(3)
+        # one forward pass over the stacked inputs (cheaper than three passes; same values). With a fixed
+        # start state (every s0 of the minibatch the same, e.g. the point maze) Ψ(s0) is one row.
+        obs, s0 = batch["obs"], batch["s0"]
+        n = len(obs)
+        if bool((s0 == s0[:1]).all()):
+            psi_all = self.psi(torch.cat([obs, batch["next_obs"], s0[:1]]))
+            psi_s, psi_next, psi_0 = psi_all[:n], psi_all[n : 2 * n], psi_all[2 * n :].expand(n, -1)
+        else:
+            psi_s, psi_next, psi_0 = self.psi(torch.cat([obs, batch["next_obs"], s0])).chunk(3)
         step = psi_next - psi_s
         dir_sim = (step * normalize(batch["z"] - psi_s.detach())).sum(-1)
         c1 = torch.clamp(
             inv_t - torch.linalg.vector_norm(step, dim=-1), max=self.cfg.dual_slack * inv_t
         )
         c2 = -torch.linalg.vector_norm(psi_0, dim=-1)
-        lam = self.log_lambda.exp().detach()
+        lam = self.log_lambda.detach().exp()
         loss_phi = -(dir_sim + lam * c1 + c2).mean()
         self.opt_phi.zero_grad(set_to_none=True)
         loss_phi.backward()
         clip_and_step(self.opt_phi, list(self.phi.parameters()), self.cfg.grad_clip)
-        loss_lambda = self.log_lambda * c1.detach().mean()
+        c1_mean = c1.detach().mean()
+        loss_lambda = self.log_lambda * c1_mean
         self.opt_lambda.zero_grad(set_to_none=True)
         loss_lambda.backward()
         clip_and_step(self.opt_lambda, [self.log_lambda], self.cfg.grad_clip)
         return {
             "loss_phi": loss_phi.item(),
             "repr_reward": dir_sim.mean().item(),
-            "constraint": c1.mean().item(),
+            "constraint": c1_mean.item(),
             "anchor": c2.mean().item(),
             "lambda": self.log_lambda.exp().item(),
         }

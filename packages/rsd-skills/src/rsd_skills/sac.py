@@ -22,22 +22,30 @@ from .networks import QNetwork, TanhGaussianPolicy
 
 def clip_and_step(
     opt: torch.optim.Optimizer, params: list[nn.Parameter], max_norm: float | None
-) -> torch.Tensor | None:
+) -> float | None:
     """Clip the gradient of ``params`` to global L2 norm ``max_norm`` (None or 0: no clip), then step;
-    returns the norm before clipping (a 0-d tensor; None without a clip).
+    returns the norm before clipping (None without a clip).
 
     The arithmetic of ``nn.utils.clip_grad_norm_`` (coef = max_norm / (norm + 1e-6), capped at 1) with
-    the fused per-tensor kernels: on the CPU ``clip_grad_norm_`` loops over the tensors in Python.
+    the fused per-tensor kernels: on the CPU ``clip_grad_norm_`` loops over the tensors in Python. When
+    ``norm + 1e-6`` is below ``max_norm`` by more than float32 rounding, the coefficient is exactly 1 and
+    the multiplication is skipped (the agent's gradients almost never reach the clip); a one-number
+    gradient (λ, α) is checked in Python without tensor operations.
     """
     total = None
     if max_norm:
+        # below this bound the float32 coefficient rounds to exactly 1 (float32: 6e-8 relative)
+        bound = max_norm * (1.0 - 1e-6)
         grads = [p.grad for p in params if p.grad is not None]
         if len(grads) == 1 and grads[0].numel() == 1:  # λ, α: the norm of one number is |g|
-            total = grads[0].abs().reshape(())
-            grads[0].mul_(torch.clamp(max_norm / (total + 1e-6), max=1.0))
+            total = abs(float(grads[0]))
+            if not total + 1e-6 < bound:  # (also NaN/inf: the tensor arithmetic as before)
+                grads[0].mul_(torch.clamp(max_norm / (grads[0].abs().reshape(()) + 1e-6), max=1.0))
         elif grads:
-            total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-            torch._foreach_mul_(grads, torch.clamp(max_norm / (total + 1e-6), max=1.0))
+            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+            total = float(norm)
+            if not total + 1e-6 < bound:
+                torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
     opt.step()
     return total
 
