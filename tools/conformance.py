@@ -254,8 +254,8 @@ class Conformance:
             self.record(
                 f"{name}: numeric flags use a contract validator",
                 not raw,
-                f"plain type=int/float (no range check): {raw}; use positive_int(), "
-                "nonneg_float(), float_range(...) from _contract",
+                f"plain type=int/float (no range check): {raw}; use a param field or "
+                "flag_type(int, low=1) from _contract",
             )
             silent = [o["flags"][0] for o in command["options"] if not o["help"].strip()]
             self.record(f"{name}: every flag has a help text", not silent, f"no help: {silent}")

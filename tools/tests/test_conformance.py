@@ -23,7 +23,7 @@ GOOD_CLI = '''
 import math
 from pathlib import Path
 
-from ._contract import CLI, Report, blame, existing_path, float_range, int_range, table
+from ._contract import CLI, Report, blame, flag_type, table
 
 
 def load_csv(path: Path) -> list[list[float]]:
@@ -52,9 +52,9 @@ def demo(args) -> Report:
 def build_cli() -> CLI:
     cli = CLI("fake-cli", description="fake", version="0.0.1")
     p = cli.command("train", train, help="train on a CSV")
-    p.add_argument("--data", type=existing_path("file"), required=True, help="CSV of numbers")
-    p.add_argument("--epochs", type=int_range(1, 1000), default=2, help="epochs")
-    p.add_argument("--lr", type=float_range(0, 10, low_open=True), default=0.1, help="learning rate")
+    p.add_argument("--data", type=flag_type(str, path="file"), required=True, help="CSV of numbers")
+    p.add_argument("--epochs", type=flag_type(int, low=1, high=1000), default=2, help="epochs")
+    p.add_argument("--lr", type=flag_type(float, low=0, low_open=True, high=10), default=0.1, help="learning rate")
     p.add_argument("--model", choices=["a", "b"], default="a", help="model")
     p = cli.command("demo", demo, help="embedded demo", writes=("results.json",))
     p.add_argument("--quick", action="store_true", help="quick")
@@ -117,7 +117,7 @@ def test_contract_cli_passes(run_check):
     assert failures(check) == [], [(c.name, c.detail) for c in check.checks if not c.ok]
     names = [c.name for c in check.checks]
     assert "train: data holding NaN (--data)" in names
-    assert "train: --lr 0" in names and "train: --epochs 0" in names
+    assert "train: --lr 0.0" in names and "train: --epochs 0" in names
     assert (
         "train: --lr 1e30 (absurd)" in names and "train: --epochs -100000000000 (absurd)" in names
     )
@@ -128,13 +128,14 @@ def test_contract_cli_passes(run_check):
 
 def test_plain_float_flag_fails(run_check):
     broken = GOOD_CLI.replace(
-        "type=float_range(0, 10, low_open=True), default=0.1", "type=float, default=0.1"
+        "type=flag_type(float, low=0, low_open=True, high=10), default=0.1",
+        "type=float, default=0.1",
     )
     assert "train: numeric flags use a contract validator" in failures(run_check(broken))
 
 
 def test_unbounded_number_fails_the_absurd_value_case(run_check):
-    unbounded = GOOD_CLI.replace("int_range(1, 1000)", "int_range(1)")
+    unbounded = GOOD_CLI.replace("flag_type(int, low=1, high=1000)", "flag_type(int, low=1)")
     assert "train: --epochs 100000000000 (absurd)" in failures(run_check(unbounded))
 
 
@@ -147,7 +148,7 @@ def test_an_accepted_value_that_starts_an_endless_run_is_stopped_and_fails(run_c
     ).replace(
         '    p.add_argument("--quick", action="store_true", help="quick")',
         '    p.add_argument("--quick", action="store_true", help="quick")\n'
-        '    p.add_argument("--rounds", type=int_range(1), default=1, help="rounds")',
+        '    p.add_argument("--rounds", type=flag_type(int, low=1), default=1, help="rounds")',
     )
     check = run_check(endless)
     stopped = [c for c in check.checks if "still running" in c.detail]

@@ -9,8 +9,8 @@ What a package's ``cli.py`` gets from it::
 
     cli = CLI("my-dist", description="...")
     p = cli.command("train", train, help="...", writes=("results.json", "model.pt"))
-    p.add_argument("--epochs", type=positive_int(), default=10, help="training epochs (default: 10)")
-    p.add_argument("--data", type=existing_path("dir"), help="data folder")
+    p.add_argument("--epochs", type=flag_type(int, low=1), default=10, help="training epochs (default: 10)")
+    p.add_argument("--data", type=flag_type(str, path="dir"), help="data folder")
 
     def train(args) -> Report:
         with blame("--data"):
@@ -138,159 +138,6 @@ def _int(text: str) -> int:
         if not value.is_integer():
             raise
         return int(value)
-
-
-def int_range(low: int | None = None, high: int | None = None) -> Check:
-    """An integer in ``[low, high]`` (either bound may be None)."""
-
-    def parse(text: str) -> int:
-        value = _int(text)
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise ValueError("out of range")
-        return value
-
-    if low is not None and high is not None:
-        accepts, invalid = f"an integer from {low} to {high}", [str(low - 1), str(high + 1)]
-    elif low is not None:
-        accepts, invalid = f"an integer >= {low}", [str(low - 1)]
-    elif high is not None:
-        accepts, invalid = f"an integer <= {high}", [str(high + 1)]
-    else:
-        accepts, invalid = "an integer", []
-    kind = "count" if low is not None and low >= 0 else "number"
-    return Check(parse, accepts, kind, [*invalid, "1.5", "x"], name="int")
-
-
-def positive_int() -> Check:
-    """An integer >= 1 (counts: epochs, seeds, batch sizes...)."""
-    return int_range(1)
-
-
-def nonneg_int() -> Check:
-    """An integer >= 0 (seeds, optional counts where 0 means off)."""
-    return int_range(0)
-
-
-def float_range(
-    low: float | None = None,
-    high: float | None = None,
-    *,
-    low_open: bool = False,
-    high_open: bool = False,
-    kind: str | None = None,
-) -> Check:
-    """A finite number in the interval given by ``low``/``high``; ``*_open`` excludes the bound."""
-
-    def parse(text: str) -> float:
-        value = float(text)
-        if not math.isfinite(value):
-            raise ValueError("not finite")
-        if low is not None and (value < low or (low_open and value == low)):
-            raise ValueError("out of range")
-        if high is not None and (value > high or (high_open and value == high)):
-            raise ValueError("out of range")
-        return value
-
-    parts = []
-    if low is not None:
-        parts.append(f"{'>' if low_open else '>='} {low:g}")
-    if high is not None:
-        parts.append(f"{'<' if high_open else '<='} {high:g}")
-    accepts = "a finite number" + (" " + " and ".join(parts) if parts else "")
-    invalid = ["nan", "inf", "x"]
-    if low is not None:
-        invalid.insert(0, f"{low:g}" if low_open else f"{low - 1:g}")
-    if high is not None:
-        invalid.insert(1, f"{high:g}" if high_open else f"{high + 1:g}")
-    if kind is None:
-        kind = "rate" if low is not None and low >= 0 else "number"
-    return Check(parse, accepts, kind, invalid, name="float")
-
-
-def positive_float() -> Check:
-    """A finite number > 0 (learning rates, temperatures, radii...)."""
-    return float_range(0.0, low_open=True)
-
-
-def nonneg_float() -> Check:
-    """A finite number >= 0 (weight decay, penalties...)."""
-    return float_range(0.0)
-
-
-def unit_interval(*, low_open: bool = False, high_open: bool = False) -> Check:
-    """A number in [0, 1] (fractions, probabilities); ``*_open`` excludes the bound."""
-    return float_range(0.0, 1.0, low_open=low_open, high_open=high_open)
-
-
-def int_list(low: int = 0, *, min_items: int = 1) -> Check:
-    """Comma-separated integers >= ``low`` (``128,128``)."""
-
-    def parse(text: str) -> list[int]:
-        values = [_int(v) for v in text.split(",") if v.strip()]
-        if len(values) < min_items or any(v < low for v in values):
-            raise ValueError("out of range")
-        return values
-
-    return Check(parse, f"comma-separated integers >= {low}", "list", [str(low - 1), "a,b"], "ints")
-
-
-def float_list(low: float | None = None, *, min_items: int = 1) -> Check:
-    """Comma-separated finite numbers (>= ``low`` when given)."""
-
-    def parse(text: str) -> list[float]:
-        values = [float(v) for v in text.split(",") if v.strip()]
-        bad = [v for v in values if not math.isfinite(v) or (low is not None and v < low)]
-        if len(values) < min_items or bad:
-            raise ValueError("out of range")
-        return values
-
-    accepts = "comma-separated finite numbers" + (f" >= {low:g}" if low is not None else "")
-    invalid = ["nan", "a,b"] + ([f"{low - 1:g}"] if low is not None else [])
-    return Check(parse, accepts, "list", invalid, "floats")
-
-
-def choice_list(choices: Sequence[str], *, allow_all: bool = False) -> Check:
-    """Comma-separated names from ``choices`` (``all`` expands to every choice when allowed)."""
-    names = list(choices)
-
-    def parse(text: str) -> list[str]:
-        if allow_all and text.strip() == "all":
-            return names
-        values = [v.strip() for v in text.split(",") if v.strip()]
-        unknown = [v for v in values if v not in names]
-        if not values or unknown:
-            raise Invalid(f"unknown: {', '.join(unknown) or 'none given'}")
-        return values
-
-    accepts = "comma-separated names from " + ", ".join(names) + (" (or all)" if allow_all else "")
-    return Check(parse, accepts, "list", ["no-such-name"], "names")
-
-
-def existing_path(kind: str = "any", *, names: Sequence[str] = ()) -> Check:
-    """An input path that exists (``kind``: ``file``, ``dir`` or ``any``), or one of the special ``names``.
-
-    Returns a :class:`~pathlib.Path` for paths and the name itself (a ``str``) for special names.
-    """
-    if kind not in ("file", "dir", "any"):
-        raise ValueError(f"existing_path: kind must be file, dir or any, got {kind!r}")
-    noun = {"file": "an existing file", "dir": "an existing folder", "any": "an existing path"}[
-        kind
-    ]
-    accepts = noun + (f" or one of {', '.join(names)}" if names else "")
-
-    def parse(text: str) -> Path | str:
-        if text in names:
-            return text
-        path = Path(text).expanduser()
-        if not path.exists():
-            raise Invalid("does not exist")
-        if kind == "file" and not path.is_file():
-            raise Invalid("is not a file")
-        if kind == "dir" and not path.is_dir():
-            raise Invalid("is not a folder")
-        return path
-
-    return Check(parse, accepts, "data", (), "path")
 
 
 def out_dir() -> Check:
@@ -543,6 +390,16 @@ def _flag_check(name: str, base: Any, nullable: bool, spec: Param) -> Check:
     return Check(parse, _accepts(base, spec, nullable), kind, invalid, name=item.__name__)
 
 
+def flag_type(base: Any, *, nullable: bool = False, **accepts: Any) -> Check:
+    """The argparse ``type=`` of a hand-written flag, described as a :func:`param` field is:
+    ``flag_type(int, low=1)``, ``flag_type(list[int], low=0)``, ``flag_type(str, path="dir")``,
+    ``flag_type(list[str], choices=NAMES)``; ``nullable=True`` takes the ``none`` word for None."""
+    fixed: dict[str, Any] = {
+        k: tuple(v) if k in ("choices", "names") else v for k, v in accepts.items()
+    }
+    return _flag_check("value", base, nullable, Param("", **fixed))
+
+
 def _shown(value: Any, spec: Param) -> str:
     if value is None:
         return spec.none
@@ -693,7 +550,7 @@ class CLI:
         common = parser.add_argument_group("common options")
         common.add_argument(
             "--seed",
-            type=int_range(0, 2**32 - 1),  # numpy's seeds; torch's fit too
+            type=flag_type(int, low=0, high=2**32 - 1),  # numpy's seeds; torch's fit too
             default=seed_default,
             help=f"random seed (default: {seed_default})",
         )

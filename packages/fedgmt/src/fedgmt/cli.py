@@ -23,11 +23,9 @@ from ._contract import (
     Report,
     UsageError,
     add_config_flags,
-    choice_list,
     config_from,
-    existing_path,
+    flag_type,
     fmt_mean_std,
-    int_list,
     say,
     table,
 )
@@ -91,7 +89,7 @@ def _fed_flags(p: argparse.ArgumentParser, only: Sequence[str] | None = None) ->
 
 def _strategy(p: argparse.ArgumentParser, default: str) -> None:
     methods = ", ".join(METHODS)
-    p.add_argument("--strategy", "--method", type=choice_list(METHODS, allow_all=True),
+    p.add_argument("--strategy", "--method", type=flag_type(list[str], choices=(*METHODS, "all")),
                    help=f"method(s), comma-separated: {methods} or all (default: {default})")  # fmt: skip
 
 
@@ -106,7 +104,7 @@ def _study_flags(p: argparse.ArgumentParser, methods: str, engine: str) -> None:
     )
     p.add_argument(
         "--seeds",
-        type=int_list(0),
+        type=flag_type(list[int], low=0),
         default=None,
         help="comma-separated seeds of init and sampling, e.g. 0,1,2 (default: --seed)",
     )
@@ -134,7 +132,8 @@ def resolve_configs(args: argparse.Namespace, methods: Sequence[str]) -> list[Fe
 
 
 def _methods(args: argparse.Namespace, default: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys(args.strategy or default))
+    given = args.strategy or default
+    return list(dict.fromkeys(METHODS if "all" in given else given))
 
 
 # ------------------------------------------------------------------------------------ handlers
@@ -279,7 +278,7 @@ def build_cli() -> CLI:
         devices=("cpu",),
     )
     _study_flags(p, "fedgmt", "flower")
-    p.add_argument("--resume", type=existing_path("dir"), metavar="DIR", help="continue the runs "
+    p.add_argument("--resume", type=flag_type(str, path="dir"), metavar="DIR", help="continue the runs "
                    "checkpointed in DIR (a previous --out) from their last completed round, with "
                    "DIR's configuration; only --rounds (to extend), --engine, --on-divergence and "
                    "--quiet may be given besides (default: off)")  # fmt: skip

@@ -81,6 +81,67 @@ _QUANTIZER = (
 )
 
 
+# fields the jobs share, declared once: _field(name) makes a fresh dataclass field from here
+_SHARED: dict[str, tuple[Any, str, dict[str, Any]]] = {
+    "model": ("mlp", "mlp, or cnn for image data", {"choices": ("mlp", "cnn")}),
+    "hidden": (
+        16,
+        "hidden width of the MLP (the CNN uses max(4, hidden/4) channels)",
+        {"low": 1, "high": 65536},
+    ),
+    "batch_size": (64, "mini-batch size", {"low": 1, "high": _MAX}),
+    "weight_decay": (
+        1e-4,
+        "weight decay of the quantized weights (biases: 0)",
+        {"low": 0, "high": 100},
+    ),
+    "quantizer": ("lsbq", _QUANTIZER, {"choices": QUANTIZER_NAMES}),
+    "per_channel": (False, "one level set per output channel (row) instead of per tensor", {}),
+    "block_size": (
+        None,
+        "one level set per block of this many weights along each row; needs --per-channel and "
+        "must divide every layer's input width",
+        {"low": 1, "high": 65536, "none": "off"},
+    ),
+    "warmup_steps": (
+        0,
+        "full-precision optimizer steps before QAT starts",
+        {"low": 0, "high": _MAX},
+    ),
+    "quant_period": (
+        10,
+        "recompute the level sets every this many QAT steps",
+        {"low": 1, "high": _MAX},
+    ),
+    "steepness": (
+        10.0,
+        "steepness s of PARQ's inverse-slope schedule",
+        {"low": 0, "low_open": True, "high": 1e6},
+    ),
+    "anneal_end_frac": (
+        0.9,
+        "the anneal window [warmup steps, frac * all steps) ends at this fraction",
+        {"low": 0, "low_open": True, "high": 1},
+    ),
+    "device": ("cpu", "torch device", {"flag": False}),
+}
+
+
+def _field(name: str) -> Any:
+    """A fresh dataclass field for the shared field ``name`` (declared in ``_SHARED``)."""
+    default, doc, accepts = _SHARED[name]
+    return param(default, doc, **accepts)
+
+
+def _check_block_size(cfg: Any) -> None:
+    if cfg.block_size is not None and not cfg.per_channel:
+        raise ConfigError(
+            "block_size",
+            "block_size needs per_channel=True (--per-channel): without it one level set per "
+            "tensor is used",
+        )
+
+
 @dataclass
 class TrainConfig:
     """One MLP/CNN run (:func:`parq_optim.train.train`; defaults = the digits protocol of the
@@ -94,49 +155,30 @@ class TrainConfig:
         choices=METHOD_NAMES,
     )
     bits: int = param(1, "bits per quantized weight, 0 = ternary", low=0, high=MAX_BITS)
-    quantizer: str = param("lsbq", _QUANTIZER, choices=QUANTIZER_NAMES)
-    model: str = param("mlp", "mlp, or cnn for image data", choices=("mlp", "cnn"))
-    hidden: int = param(
-        16, "hidden width of the MLP (the CNN uses max(4, hidden/4) channels)", low=1, high=65536
-    )
+    quantizer: str = _field("quantizer")
+    model: str = _field("model")
+    hidden: int = _field("hidden")
     epochs: int = param(60, "training epochs", low=1, high=100_000)
-    batch_size: int = param(64, "mini-batch size", low=1, high=_MAX)
+    batch_size: int = _field("batch_size")
     optimizer: str = param("sgd", "base optimizer", choices=OPTIMIZER_NAMES)
     lr: float = param(
         0.1, "learning rate, cosine-annealed over all steps", low=0, low_open=True, high=1e6
     )
     momentum: float = param(0.9, "SGD momentum", low=0, high=1, high_open=True)
-    weight_decay: float = param(
-        1e-4, "weight decay of the quantized weights (biases: 0)", low=0, high=100
-    )
-    warmup_steps: int = param(
-        0, "full-precision optimizer steps before QAT starts", low=0, high=_MAX
-    )
-    quant_period: int = param(
-        10, "recompute the level sets every this many QAT steps", low=1, high=_MAX
-    )
-    per_channel: bool = param(False, "one level set per output channel (row)")
-    block_size: int | None = param(
-        None, "one level set per block of this many weights per row", low=1, high=65536, none="off"
-    )
-    steepness: float = param(
-        10.0, "steepness s of PARQ's inverse-slope schedule", low=0, low_open=True, high=1e6
-    )
-    anneal_end_frac: float = param(
-        0.9, "the anneal window ends at this fraction of all steps", low=0, low_open=True, high=1
-    )
+    weight_decay: float = _field("weight_decay")
+    warmup_steps: int = _field("warmup_steps")
+    quant_period: int = _field("quant_period")
+    per_channel: bool = _field("per_channel")
+    block_size: int | None = _field("block_size")
+    steepness: float = _field("steepness")
+    anneal_end_frac: float = _field("anneal_end_frac")
     seed: int = param(0, "random seed", low=0, high=_SEED)
-    device: str = param("cpu", "torch device", flag=False)
+    device: str = _field("device")
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` (a ``ValueError``) for the first field that cannot be used."""
         check_config(self)
-        if self.block_size is not None and not self.per_channel:
-            raise ConfigError(
-                "block_size",
-                "block_size needs per_channel=True (--per-channel): without it one level set per "
-                "tensor is used",
-            )
+        _check_block_size(self)
         if self.method != "fp":
             from .optim import make_quantizer
 
@@ -186,14 +228,12 @@ class DemoConfig:
         high=1000,
         none="auto",
     )
-    model: str = param("mlp", "mlp, or cnn for image data", choices=("mlp", "cnn"))
-    hidden: int = param(
-        16, "hidden width of the MLP (the CNN uses max(4, hidden/4) channels)", low=1, high=65536
-    )
+    model: str = _field("model")
+    hidden: int = _field("hidden")
     epochs: int | None = param(
         None, "training epochs (auto: 60, 30 with --quick)", low=1, high=100_000, none="auto"
     )
-    batch_size: int = param(64, "mini-batch size", low=1, high=_MAX)
+    batch_size: int = _field("batch_size")
     optimizer: str = param(
         "sgd", "base optimizer: sgd (momentum 0.9) or adamw", choices=OPTIMIZER_NAMES
     )
@@ -205,41 +245,20 @@ class DemoConfig:
         high=1e6,
         none="auto",
     )
-    weight_decay: float = param(
-        1e-4, "weight decay of the quantized weights (biases: 0)", low=0, high=100
-    )
-    quantizer: str = param("lsbq", _QUANTIZER, choices=QUANTIZER_NAMES)
-    per_channel: bool = param(False, "one level set per output channel (row) instead of per tensor")
-    block_size: int | None = param(
-        None,
-        "one level set per block of this many weights along each row; needs --per-channel",
-        low=1,
-        high=65536,
-        none="off",
-    )
-    warmup_steps: int = param(
-        0, "full-precision optimizer steps before QAT starts", low=0, high=_MAX
-    )
-    quant_period: int = param(
-        10, "recompute the level sets every this many QAT steps", low=1, high=_MAX
-    )
-    steepness: float = param(
-        10.0, "steepness s of PARQ's inverse-slope schedule", low=0, low_open=True, high=1e6
-    )
-    anneal_end_frac: float = param(
-        0.9,
-        "the anneal window [warmup steps, frac * all steps) ends at this fraction",
-        low=0,
-        low_open=True,
-        high=1,
-    )
+    weight_decay: float = _field("weight_decay")
+    quantizer: str = _field("quantizer")
+    per_channel: bool = _field("per_channel")
+    block_size: int | None = _field("block_size")
+    warmup_steps: int = _field("warmup_steps")
+    quant_period: int = _field("quant_period")
+    steepness: float = _field("steepness")
+    anneal_end_frac: float = _field("anneal_end_frac")
     seed: int = param(0, "first random seed", low=0, high=_SEED)
-    device: str = param("cpu", "torch device", flag=False)
+    device: str = _field("device")
 
     def __post_init__(self) -> None:
         check_config(self)
-        if self.block_size is not None and not self.per_channel:
-            raise ConfigError("block_size", "block_size needs per_channel (--per-channel)")
+        _check_block_size(self)
 
     @property
     def n_epochs(self) -> int:
@@ -321,32 +340,13 @@ class TrainRunConfig:
         high=100,
         none="auto",
     )
-    quantizer: str = param("lsbq", _QUANTIZER, choices=QUANTIZER_NAMES)
-    per_channel: bool = param(False, "one level set per output channel (row) instead of per tensor")
-    block_size: int | None = param(
-        None,
-        "one level set per block of this many weights along each row; needs --per-channel "
-        "and must divide every layer's input width",
-        low=1,
-        high=65536,
-        none="off",
-    )
-    warmup_steps: int = param(
-        0, "full-precision optimizer steps before QAT starts", low=0, high=_MAX
-    )
-    quant_period: int = param(
-        10, "recompute the level sets every this many QAT steps", low=1, high=_MAX
-    )
-    steepness: float = param(
-        10.0, "steepness s of PARQ's inverse-slope schedule", low=0, low_open=True, high=1e6
-    )
-    anneal_end_frac: float = param(
-        0.9,
-        "the anneal window [warmup steps, frac * all steps) ends at this fraction",
-        low=0,
-        low_open=True,
-        high=1,
-    )
+    quantizer: str = _field("quantizer")
+    per_channel: bool = _field("per_channel")
+    block_size: int | None = _field("block_size")
+    warmup_steps: int = _field("warmup_steps")
+    quant_period: int = _field("quant_period")
+    steepness: float = _field("steepness")
+    anneal_end_frac: float = _field("anneal_end_frac")
     steps: int | None = param(
         None, "charlm: optimizer steps (auto: 1000)", low=1, high=10**7, none="auto"
     )
@@ -364,16 +364,11 @@ class TrainRunConfig:
         none="auto",
     )
     seed: int = param(0, "random seed", low=0, high=_SEED)
-    device: str = param("cpu", "torch device", flag=False)
+    device: str = _field("device")
 
     def __post_init__(self) -> None:
         check_config(self)
-        if self.block_size is not None and not self.per_channel:
-            raise ConfigError(
-                "block_size",
-                "block_size needs per_channel (--per-channel): without it one level set per tensor "
-                "is used",
-            )
+        _check_block_size(self)
         data = str(self.data)
         is_text = data in TEXT_NAMES or (
             data not in TRAIN_DATA_NAMES and not Path(self.data).is_dir()
