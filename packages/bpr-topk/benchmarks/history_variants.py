@@ -41,12 +41,13 @@ from bpr_topk.train import evaluate_model
 from history import DEFAULT_DATA, README, RESULTS, setup
 from stats import fmt_interval, interval
 
+PADDED = "exp link, no slopes, 0.6.0 features (padding read as zeros)"
 VARIANTS: dict[str, dict[str, Any]] = {
     "exp link, no slopes (benchmark (e))": {"link": "exp", "site_slopes": False},
     "exp link, per-site slopes": {"link": "exp", "site_slopes": True},
     "softplus link, no slopes": {"link": "softplus", "site_slopes": False},
     "exp link, no slopes, time trend": {"link": "exp", "site_slopes": False, "trend": True},
-    "exp link, no slopes, 0.6.0 features (padding read as zeros)": {
+    PADDED: {
         "link": "exp",
         "site_slopes": False,
         "padded": True,
@@ -234,6 +235,11 @@ def render_readme(res: dict[str, Any]) -> None:
     README.write_text(f"{head}{START}\n" + "\n".join(body) + f"\n{END}{tail}")
 
 
+def _plain(iv: dict[str, Any]) -> str:
+    """``mean [lo, hi]`` without a verdict word (for an NLL, where higher is worse)."""
+    return f"{iv['mean']:+.4f} [{iv['lo']:+.4f}, {iv['hi']:+.4f}]"
+
+
 def render(res: dict[str, Any]) -> list[str]:
     """Markdown table: per variant valid NLL, valid/test BPR, paired Δ vs the heuristic chosen
     on valid; then the variant chosen on valid NLL per seed."""
@@ -257,6 +263,26 @@ def render(res: dict[str, Any]) -> list[str]:
             f"| {name} (N = {len(rows)}) | {mean['valid_nll']:.4f} | {mean['valid_bpr']:.3f} | "
             f"{mean['test_bpr']:.3f} | {fmt_interval(interval(dv))} | {fmt_interval(interval(dt))} |"
         )
+    first, old = next(iter(VARIANTS)), PADDED
+    pairs = [
+        (a, b)
+        for a in entries
+        if a["variant"] == first
+        for b in entries
+        if b["variant"] == old and b["seed"] == a["seed"]
+    ]
+    if len(pairs) > 1:
+        d = {
+            key: [a[key] - b[key] for a, b in pairs]
+            for key in ("valid_nll", "valid_bpr", "test_bpr")
+        }
+        lines += [
+            "",
+            f"0.7.0 − 0.6.0 history features (first row − {old!r}, same seed, N = {len(pairs)}): "
+            f"Δ valid NLL {_plain(interval(d['valid_nll']))} (a higher NLL is worse), Δ valid BPR "
+            f"{fmt_interval(interval(d['valid_bpr']))}, Δ test BPR "
+            f"{fmt_interval(interval(d['test_bpr']))}.",
+        ]
     for key, label in (("valid_nll", "valid NLL"), ("valid_bpr", "valid BPR")):
         chosen = []
         for seed in seeds:
