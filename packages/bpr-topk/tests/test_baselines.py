@@ -215,3 +215,45 @@ def test_history_windows_flag_reaches_the_model_and_the_checkpoint_check(tmp_pat
     assert main([*rank, "--out", str(tmp_path / "r")]) == 2  # without the same windows
     assert "--history-windows and --history-features or --raw-features" in capsys.readouterr().err
     assert main([*rank, "--history-windows", "10,20", "--out", str(tmp_path / "r")]) == 0
+
+
+def _lagged_panel(before):
+    """The hand-made panel with lag columns prev_counts_02back, prev_counts_01back built from the
+    y history preceded by the steps ``before`` (source index -2, -1)."""
+    history = [*before, *TRAIN, *VALID, *TEST]
+    X, t = [], 0
+    for rows in (TRAIN, VALID, TEST):
+        steps = []
+        for _ in rows:
+            i = t + len(before)  # position of this step in `history`
+            steps.append([[history[i - 2][s], history[i - 1][s]] for s in range(4)])
+            t += 1
+        X.append(torch.tensor(steps, dtype=torch.float32))
+    return _panel(X, ("prev_counts_02back", "prev_counts_01back"))
+
+
+def test_zero_padded_lag_columns_are_unavailable_not_zero_counts():
+    """Lag columns that reach back before the first observed step hold zero padding (Cook County's
+    first train year): those entries are left out of the heuristics' means and the history
+    features instead of counting as observed zeros; a step with any count is kept."""
+    from bpr_topk import with_site_history_features
+    from bpr_topk.baselines import lagged_counts
+
+    d = _lagged_panel([[0, 0, 0, 0], [1, 0, 2, 0]])  # step -2: padding, step -1: observed
+    values, ok = lagged_counts(d, "train", 2)
+    assert ok[0].tolist() == [False] * 4 and ok[1].all()  # source -2 (padding), then -1
+    assert values[1].tolist() == [1.0, 0.0, 2.0, 0.0]
+    avg2 = heuristic_scores(d, "train", "avg", window=2)
+    assert avg2[0].tolist() == [1.0, 0.0, 2.0, 0.0]  # the one observed step, not halved
+    assert avg2[1].tolist() == [(a + b) / 2 for a, b in zip(TRAIN[0], [1, 0, 2, 0])]
+    hist = with_site_history_features(d, [2], zero_window=2)
+    j = hist.feature_names.index("zeros_counts_2steps")
+    zeros = hist.train.X[0, :, j] * hist.feature_std[j] + hist.feature_mean[j]
+    assert zeros.tolist() == pytest.approx([0.0, 1.0, 0.0, 1.0])  # of 1 observed step
+    # valid and test never reach the padding: unchanged from reading the columns as counts
+    assert heuristic_scores(d, "test", "avg", window=2)[0].tolist() == [
+        (a + b) / 2 for a, b in zip(VALID[0], TRAIN[1])
+    ]
+    real = _lagged_panel([[0, 0, 1, 0], [1, 0, 2, 0]])  # step -2 has a count: observed
+    assert lagged_counts(real, "train", 2)[1].all()
+    assert heuristic_scores(real, "train", "avg", window=2)[0].tolist() == [0.5, 0.0, 1.5, 0.0]

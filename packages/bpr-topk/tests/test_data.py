@@ -37,6 +37,22 @@ def test_cook_county_shapes_and_lag_identity(cook_dir):
     assert "timestep.1" in kept.feature_names
 
 
+@pytest.mark.dataset
+def test_cook_county_zero_padded_lags_are_unavailable(cook_dir):
+    """The lag columns of the first train steps reach back before the first observed step (zero
+    padding): those entries are unavailable, so the first train step's avg over 5 is its one
+    observed lag; the valid and test steps never reach the padding."""
+    from bpr_topk import heuristic_scores
+    from bpr_topk.baselines import _padded_sources, lagged_counts
+
+    raw = _load(cook_dir, standardize=False)
+    assert _padded_sources(raw) == {-5, -4, -3, -2}  # step -1 (the first 01back) is observed
+    lag1 = raw.train.X[0, :, raw.feature_names.index("prev_deaths_01back")]
+    assert torch.equal(heuristic_scores(raw, "train", "avg", 5)[0], lag1)
+    for split in ("valid", "test"):
+        assert all(bool(lagged_counts(raw, split, lag)[1].all()) for lag in range(1, 6))
+
+
 def test_panel_round_trip(tmp_path):
     p = make_panel(36, seed=1)
     zeros = float((torch.cat([p.train.y, p.valid.y, p.test.y]) == 0).float().mean())

@@ -62,18 +62,22 @@ def lagged_counts(data: TopKData, split: str, lag: int) -> tuple[Tensor, Tensor]
     """``y_{t-lag}`` for every step t of ``split``: values ``[T, S]`` and an availability mask.
 
     The lag column is used when the data has one (un-standardised with the stored training
-    statistics), otherwise the y history; steps before the first observation are unavailable.
+    statistics), otherwise the y history; steps before the first observation are unavailable,
+    and so are the zero-padded entries of lag columns (:func:`_padded_sources`; since 0.7.0).
     """
     if lag < 1:
         raise ValueError(f"lag must be >= 1; got {lag}")
     sp = data.split(split)
     cols = lag_columns(data.feature_names)
     if lag in cols:
-        j = cols[lag]
-        mean = data.feature_mean[j] if data.feature_mean.numel() > j else torch.tensor(0.0)
-        std = data.feature_std[j] if data.feature_std.numel() > j else torch.tensor(1.0)
-        values = (sp.X[..., j] * std + mean).round().clamp_min(0.0)
-        return values, torch.ones_like(values, dtype=torch.bool)
+        values = _lag_column_counts(data, split, cols[lag])
+        start = _split_start(data, split)
+        padded = _padded_sources(data)
+        ok = torch.ones_like(values, dtype=torch.bool)
+        for i in range(sp.num_steps):
+            if start + i - lag in padded:
+                ok[i] = False
+        return torch.where(ok, values, torch.zeros_like(values)), ok
     history, _ = data.y_history()
     start = _split_start(data, split)
     values = torch.zeros(sp.num_steps, data.num_sites)
@@ -83,6 +87,30 @@ def lagged_counts(data: TopKData, split: str, lag: int) -> tuple[Tensor, Tensor]
         if t >= 0:
             values[i], ok[i] = history[t], True
     return values, ok
+
+
+def _lag_column_counts(data: TopKData, split: str, j: int) -> Tensor:
+    """Lag column ``j`` of ``split``, un-standardised with the stored training statistics."""
+    mean = data.feature_mean[j] if data.feature_mean.numel() > j else torch.tensor(0.0)
+    std = data.feature_std[j] if data.feature_std.numel() > j else torch.tensor(1.0)
+    return (data.split(split).X[..., j] * std + mean).round().clamp_min(0.0)
+
+
+def _padded_sources(data: TopKData) -> set[int]:
+    """Steps before the data (index < 0, counted from the first train step) whose every lag-column
+    entry is 0 at every site: the zero padding of lags that reach back before the first observed
+    step (Cook County: ``prev_deaths_02back`` .. ``05back`` of the first train step), which is
+    not an observed count and is treated as unavailable, like the y history before its start.
+    A real step before the data with no event at any site would be read as padding too."""
+    seen: dict[int, bool] = {}
+    for lag, j in lag_columns(data.feature_names).items():
+        for split in SPLITS:
+            start, values = _split_start(data, split), _lag_column_counts(data, split, j)
+            for i in range(values.shape[0]):
+                src = start + i - lag
+                if src < 0:
+                    seen[src] = seen.get(src, False) or bool((values[i] != 0).any())
+    return {src for src, nonzero in seen.items() if not nonzero}
 
 
 def heuristic_scores(data: TopKData, split: str, rule: str, window: int = 5) -> Tensor:
@@ -268,7 +296,10 @@ def with_site_history_features(
     (W = 1 is the last count); ``log1p_mean_<target>_past``, the log of 1 + the all-history mean;
     and ``zeros_<target>_<zero_window>steps``, the fraction of zero counts among the last
     ``zero_window`` (0 before any history). Lags come from the lag columns where the data has
-    them, else the y history, exactly as the heuristics read them (past steps only).
+    them, else the y history, exactly as the heuristics read them (past steps only); entries of
+    lag columns that are zero padding before the first observed step (Cook County's first train
+    steps) are unavailable, not zero counts (since 0.7.0; 0.6.0 read them as zeros, which
+    shrank the long windows' features on the early train steps only).
 
     On the log scale a negative-binomial model with the exp link (Eq. 15, ``link="exp"``) holds
     every heuristic of the family: with weight 1 on ``log1p_avg_W`` and 0 elsewhere its mean is
