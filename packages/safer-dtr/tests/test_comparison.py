@@ -6,6 +6,7 @@ import safer_dtr as S
 from safer_dtr.comparison import (
     ComparisonConfig,
     paired_difference,
+    per_class_auc,
     pooled_fdr_test,
     run_comparison_seed,
     select_finetune,
@@ -86,6 +87,25 @@ def test_comparison_config_errors():
         ComparisonConfig(train={"gamma": -1.0})
 
 
+def test_per_class_auc_is_the_macro_auc_by_class():
+    from safer_dtr.metrics import macro_auc, roc_auc
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 6, 300)
+    died = (rng.random(300) < 0.2).astype(int)
+    y[died == 1] = 7  # a class present only among the deceased counts as absent
+    p = rng.dirichlet(np.ones(25), 300)
+    res = per_class_auc(y, died, {"m": p})
+    keep = died == 0
+    assert res["positives"] == np.bincount(y[keep], minlength=25).tolist()
+    aucs = res["auc"]["m"]
+    assert aucs[7] is None and aucs[10] is None
+    assert aucs[3] == pytest.approx(roc_auc(y[keep] == 3, p[keep][:, 3]))
+    present = [a for a in aucs if a is not None]
+    assert len(present) == 6
+    assert np.mean(present) == pytest.approx(macro_auc(y[keep], p[keep])[0])
+
+
 @pytest.mark.slow
 def test_comparison_seed_and_finetune_selection_smoke():
     train = {"d_model": 16, "n_heads": 2, "epochs_stage1": 1, "epochs_refine": 1,
@@ -95,6 +115,15 @@ def test_comparison_seed_and_finetune_selection_smoke():
     res = run_comparison_seed(cfg, 0)
     assert set(res["metrics"]) == {*cfg.methods, "SAFER (notes ablated)"}
     assert set(res["selection"]["cells"]) == {"q0.5", "c0.3"}
+    pcs = res["per_class_survivors"]
+    assert set(pcs["auc"]) == {
+        "SAFER",
+        "SAFER-F",
+        "SAFER (notes ablated)",
+        "SAFER-F (notes ablated)",
+    }
+    aucs = [a for a in pcs["auc"]["SAFER"] if a is not None]
+    assert np.mean(aucs) == pytest.approx(res["metrics"]["SAFER"]["survivors"]["macro_auc"])
     assert res["split_sizes"]["test"] == 60
     sel = select_finetune(cfg, [7], [{"lr_finetune": 1e-5, "epochs_finetune": 1},
                                      {"lr_finetune": 1e-3, "epochs_finetune": 1}])  # fmt: skip

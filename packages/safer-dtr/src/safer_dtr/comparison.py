@@ -26,6 +26,7 @@ import torch
 from .conformal import repeated_selection
 from .data import stratified_split
 from .encoders import HashingEncoder, embed_note_rows
+from .metrics import roc_auc
 from .pipeline import (
     SAFER,
     PreparedCohort,
@@ -46,6 +47,7 @@ __all__ = [
     "ComparisonConfig",
     "FinetuneSelection",
     "paired_difference",
+    "per_class_auc",
     "run_comparison_seed",
     "select_finetune",
     "t_quantile_975",
@@ -210,6 +212,7 @@ def run_comparison_seed(
         t0 = time.perf_counter()
         blind = SAFER(tcfg, ablated.note_dim).fit(ablated, seed)
         probs["SAFER (notes ablated)"] = _probs(blind.net, ablated, test)
+        stage1_ablated = _probs(blind.stage1_net(), ablated, test)
         note("SAFER (notes ablated)", t0)
     if "SAFER-N" in cfg.methods:
         t0 = time.perf_counter()
@@ -229,6 +232,10 @@ def run_comparison_seed(
         if name in cfg.methods:
             probs[name] = scores
     metrics = {name: evaluate_predictions(p, cohort, test) for name, p in probs.items()}
+    keep = {k: v for k, v in probs.items() if k in ("SAFER", "SAFER-F", "SAFER (notes ablated)")}
+    if ablated is not None:
+        keep["SAFER-F (notes ablated)"] = stage1_ablated
+    per_class = per_class_auc(data.y[test], data.died[test], keep)
 
     out_test = safer.predict(data, test)
     oracle = {}
@@ -243,6 +250,7 @@ def run_comparison_seed(
         "split_sizes": {k: len(v) for k, v in cohort.split.items()},
         "test_survivors": int((data.died[test] == 0).sum()),
         "metrics": metrics,
+        "per_class_survivors": per_class,
         "kappa_test": kappa_summary(out_test["kappa"].numpy(), data.died[test], seed),
         "oracle_mortality": oracle,
     }
@@ -252,6 +260,28 @@ def run_comparison_seed(
         note("selection", t0)
     result["wall_time_s"] = {**timing, "total": round(time.perf_counter() - t_start, 1)}
     return result
+
+
+def per_class_auc(
+    y: np.ndarray, died: np.ndarray, probs: dict[str, np.ndarray], n_classes: int = 25
+) -> dict[str, Any]:
+    """Per-class one-vs-rest ROC-AUC on the survivors of ``y`` for each method in ``probs`` (rows
+    aligned with ``y``), with each class's positive count; ``None`` for a class absent from (or
+    filling) the survivors. The macro-AUC is the mean of the non-``None`` entries."""
+    keep = np.asarray(died) == 0
+    ys = np.asarray(y)[keep]
+    pos = np.bincount(ys, minlength=n_classes)
+    present = (pos > 0) & (pos < len(ys))
+    return {
+        "positives": pos.tolist(),
+        "auc": {
+            name: [
+                roc_auc((ys == k).astype(int), p[keep][:, k]) if present[k] else None
+                for k in range(n_classes)
+            ]
+            for name, p in probs.items()
+        },
+    }
 
 
 def selection_cells(
