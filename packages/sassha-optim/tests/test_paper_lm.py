@@ -3,6 +3,7 @@ it is made of (`rho_warmup`, `clip_before_perturbation`, `moment_bias_correction
 
 from __future__ import annotations
 
+import itertools
 import math
 import pickle
 
@@ -98,9 +99,7 @@ def test_rho_warmup_equals_unperturbed_then_perturbs():
         for p, q in zip(runs["warm"][t][0], runs["zero"][t][0]):
             assert torch.equal(p, q)
     assert runs["warm"][3][1] == 2
-    assert any(
-        not torch.equal(p, q) for p, q in zip(runs["warm"][3][0], runs["zero"][3][0])
-    )
+    assert any(not torch.equal(p, q) for p, q in zip(runs["warm"][3][0], runs["zero"][3][0]))
 
 
 def test_clipping_happens_before_the_ascent_step():
@@ -149,7 +148,7 @@ def test_schedule_warmup_cosine_floor():
     lrs.append(opt.param_groups[0]["lr"])
     assert lrs[0] == pytest.approx(0.3 / 5) and lrs[3] == pytest.approx(0.3 * 4 / 5)
     assert lrs[4] == pytest.approx(0.3)  # peak after N = 4 warm-up steps
-    assert all(b <= a + 1e-15 for a, b in zip(lrs[4:], lrs[5:]))
+    assert all(b <= a + 1e-15 for a, b in itertools.pairwise(lrs[4:]))
     assert lrs[100] == pytest.approx(1.5e-5)
     assert lrs[52] == pytest.approx(1.5e-5 + (0.3 - 1.5e-5) * 0.5)
 

@@ -36,10 +36,10 @@ __all__ = [
     "NonFiniteError",
     "Sassha",
     "StepSwitch",
-    "paper_lm_schedule",
     "disable_running_stats",
     "enable_running_stats",
     "hutchinson_diagonal",
+    "paper_lm_schedule",
     "rademacher_like",
 ]
 
