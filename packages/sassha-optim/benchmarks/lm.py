@@ -105,7 +105,12 @@ PAPER_GPT2 = {
     "SPlus": 2.9435,
     "Sassha": 2.9173,
 }
+# Diagnostic of the Hessian noise: the better Sassha arm (by its seed-0 selection score) again
+# with more probes per refresh, at its selected lr and equal iterations.
+PROBES_SUFFIX, DIAGNOSTIC_PROBES = "+probes4", 4
 PAIRS = [
+    ("sassha+probes4", "sassha"),
+    ("sassha-paper+probes4", "sassha-paper"),
     ("sassha", "adamw"),
     ("sassha-paper", "adamw"),
     ("sassha-paper", "sassha"),
@@ -212,9 +217,12 @@ def steps_for(name: str, budget: str, steps: int) -> int:
 
 
 def build(name: str, model: nn.Module, lr: float, seed: int, steps: int) -> torch.optim.Optimizer:
+    extra = {}
+    if name.endswith(PROBES_SUFFIX):  # diagnostic: more Hutchinson probes per refresh
+        name, extra = name[: -len(PROBES_SUFFIX)], {"n_samples": DIAGNOSTIC_PROBES}
     if name == "sassha-paper":
         groups = param_groups(model, 2e-4)
-        return Sassha.paper_lm(groups, total_steps=steps, lr=lr, seed=seed)
+        return Sassha.paper_lm(groups, total_steps=steps, lr=lr, seed=seed, **extra)
     cfg = dict(CONFIGS[name])
     groups = param_groups(model, cfg.pop("weight_decay"))
     if name == "adamw":
@@ -223,7 +231,7 @@ def build(name: str, model: nn.Module, lr: float, seed: int, steps: int) -> torc
         return SAM(groups, torch.optim.AdamW, lr=lr, **cfg)
     if name == "sophia-h":
         return SophiaH(groups, lr=lr, seed=seed, **cfg)
-    return Sassha(groups, lr=lr, seed=seed, **cfg)
+    return Sassha(groups, lr=lr, seed=seed, **cfg, **extra)
 
 
 def sample_batch(train: Tensor, batch: int, context: int, gen: torch.Generator) -> Tensor:
@@ -379,6 +387,7 @@ TASKS = [  # in order of importance, so that an interrupted run has the main row
     ("iters", "sassha"),
     ("iters", "sassha-paper"),
     ("grad_evals", "adamw"),
+    ("iters", "probes"),  # the Hessian-noise diagnostic (PROBES_SUFFIX)
     ("iters", "sam-adamw"),
     ("iters", "sophia-h"),
     ("grad_evals", "sam-adamw"),
@@ -480,6 +489,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-nb", type=int, default=4, help="batches per batch size")
     parser.add_argument("--probe-np", type=int, default=4, help="probes per batch")
     parser.add_argument("--probe-warm-steps", type=int, default=100)
+    parser.add_argument(
+        "--no-diagnostic",
+        action="store_true",
+        help=f"skip the Hessian-noise diagnostic (Sassha with {DIAGNOSTIC_PROBES} probes)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run (writes results/quick/)")
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--no-render", action="store_true", help="do not rewrite the README")
@@ -619,6 +633,28 @@ def main(argv: list[str] | None = None) -> int:
         return runs[key]
 
     for budget, name in TASKS:
+        if name == "probes":
+            bases = [
+                n
+                for n in ("sassha", "sassha-paper")
+                if n in names and "lr" in payload["selection"]["iters"].get(n, {})
+            ]
+            if args.no_diagnostic or not bases:
+                continue
+            sels = payload["selection"]["iters"]
+            base = min(bases, key=lambda n: sels[n]["scores"][f"{sels[n]['lr']:g}"])
+            diag = base + PROBES_SUFFIX
+            sels[diag] = {
+                "steps": args.steps,
+                "lr": sels[base]["lr"],
+                "grid": [sels[base]["lr"]],
+                "extended": [],
+                "borrowed_from": base,
+            }
+            for seed in seeds:
+                run_cached(diag, sels[base]["lr"], seed, args.steps, "diagnostic")
+            save()
+            continue
         if name not in names:
             continue
         steps = steps_for(name, budget, args.steps)

@@ -315,6 +315,8 @@ LM_NAMES = {
     "sophia-h": "Sophia-H (k=10)",
     "sassha": "**Sassha (k=10), package defaults**",
     "sassha-paper": "**Sassha (k=10), paper's GPT-2 recipe** (`Sassha.paper_lm`)",
+    "sassha+probes4": "Sassha (k=10), package defaults, 4 probes per refresh (diagnostic)",
+    "sassha-paper+probes4": "Sassha (k=10), paper's recipe, 4 probes per refresh (diagnostic)",
 }
 LM_BUDGETS = {
     "iters": "equal iterations (paper's convention)",
@@ -373,7 +375,9 @@ def lm_table(lm: dict) -> list[str]:
         "|---|" + "---|" * sum(b in paired for b in LM_BUDGETS),
     ]
     short = {"adamw": "AdamW", "sam-adamw": "SAM-AdamW", "sophia-h": "Sophia-H",
-             "sassha": "Sassha (defaults)", "sassha-paper": "Sassha (paper recipe)"}  # fmt: skip
+             "sassha": "Sassha (defaults)", "sassha-paper": "Sassha (paper recipe)",
+             "sassha+probes4": "Sassha (defaults), 4 probes",
+             "sassha-paper+probes4": "Sassha (paper recipe), 4 probes"}  # fmt: skip
     for pair in pairs:
         x, y = pair.split(" - ")
         plines.append(
@@ -406,7 +410,9 @@ def lm_table(lm: dict) -> list[str]:
             )
             + (" **still on the edge**" if c.get("on_edge") else "")
             for n, c in arms.items()
-            if "scores" in c and not (budget == "grad_evals" and n.startswith("sassha"))
+            if "scores" in c
+            and not (budget == "grad_evals" and n.startswith("sassha"))
+            and "borrowed_from" not in c
         )
         notes.append(f"Selection-split loss per peak lr (seed 0), {LM_BUDGETS[budget]}: {sel}.")
     if lm.get("commands_before_resume"):
