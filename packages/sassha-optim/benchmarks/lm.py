@@ -420,6 +420,11 @@ def summarize_payload(payload: dict) -> None:
     """Rows per budget, paired differences and the equal-wall-time column from the runs so far."""
     runs = payload["runs"]
     seeds = payload["protocol"]["seeds"]
+    ge = payload["selection"].get("grad_evals")
+    if ge is not None:  # Sassha's runs at equal evaluations are its runs at equal iterations
+        for name in ("sassha", "sassha-paper"):
+            if name not in ge and "lr" in payload["selection"]["iters"].get(name, {}):
+                ge[name] = payload["selection"]["iters"][name]
     results: dict = {}
     for budget, arms in payload["selection"].items():
         for name, sel in arms.items():
@@ -496,6 +501,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="smoke run (writes results/quick/)")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--summarize-only",
+        action="store_true",
+        help="with --resume: run nothing, recompute the summaries of the JSON and render",
+    )
     parser.add_argument("--no-render", action="store_true", help="do not rewrite the README")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -617,6 +627,19 @@ def main(argv: list[str] | None = None) -> int:
         save()
 
     runs = payload["runs"]
+    if args.summarize_only:
+        if not args.resume:
+            print("--summarize-only needs --resume", file=sys.stderr)
+            return 2
+        payload["command"] = payload["commands_before_resume"].pop()  # nothing was run
+        payload["wall_time_s"] = payload.pop("wall_time_before_resume_s")
+        summarize_payload(payload)
+        out_path.write_text(json.dumps(payload, indent=1))
+        if not (args.no_render or args.quick):
+            import render
+
+            render.main()
+        return 0
 
     def run_cached(name: str, lr: float, seed: int, steps: int, tag: str) -> dict:
         key = _key(name, steps, lr, seed)
