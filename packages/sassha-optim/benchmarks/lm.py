@@ -10,22 +10,30 @@ Protocol (all numbers are flags):
 - model: a decoder-only transformer (``--layers`` 2, ``--width`` 64, 4 heads, context ``--context``
   64, pre-LayerNorm, GELU MLP ×4, learned positions, no dropout), written here with explicit
   masked softmax attention (second derivatives through it are exact).
-- budget: every optimizer gets the same number of gradient evaluations (``--grad-evals``; one
-  forward+backward = 1, a Hessian-vector product = 1 more), so AdamW makes G steps, SAM-AdamW G/2,
-  Sophia-H (k = 10) about G/1.1 and Sassha (k = 10) about G/2.1. Batch 32 × 64 tokens; learning rate
-  warm-up over the first 10 % of the steps, then cosine decay to 10 %; decoupled weight decay on
-  matrices only (as nanoGPT and the official GPT-2 trainer).
-- optimizers: AdamW (betas 0.9/0.99, λ 0.1), SAM-AdamW (same, ρ 0.05), Sophia-H (betas 0.965/0.99,
-  γ 0.01, k 10, λ 0.1), Sassha with the paper's GPT-2 settings where they transfer (betas 0.965/0.99,
-  ρ 0.02, k 10, eps 1e-4, λ 2e-4) and its default α = 0.5 and ``bias_correction="refresh"``. The peak
-  learning rate of each is selected from a grid (``LR_GRIDS``: 3 values, plus one beyond the edge
-  the first selection chose) on seed 0 by the selection-split loss at the end of the budget; the
-  selected values are written to the JSON and used for all seeds.
-- metrics: validation loss (mean cross-entropy per character, nats) on the whole validation split at
-  the end (equal gradient evaluations) and, from the curves, at equal wall time (the shortest run's
-  total time; under a shared CPU wall times are noisy); ``render.py`` draws the curves into
-  ``results/lm_validation_loss.png``.
-  Trivial baselines: the uniform model (ln V) and the unigram model of the training characters.
+- arms: AdamW (betas 0.9/0.99, λ 0.1), SAM-AdamW (same, ρ 0.05), Sophia-H (betas 0.965/0.99,
+  γ 0.01, k 10, λ 0.1), **Sassha** with the package defaults (α = ½, ``bias_correction="refresh"``)
+  and the paper's GPT-2 betas 0.965/0.99, ρ 0.02, k 10, eps 1e-4, λ 2e-4, and **Sassha (paper
+  recipe)**, ``Sassha.paper_lm``: α = 1 for the first 4 % of the steps then 0.8, no bias
+  correction, ρ = 0 during those steps, gradient clipping 1.0 before the perturbation and before
+  the update. Decoupled weight decay on matrices only (as nanoGPT and the official trainer).
+  Every arm uses the recipe's schedule (``paper_lm_schedule``): linear warm-up over the first 4 %
+  of its steps, then cosine decay to 1.5e-5/0.3 of the peak.
+- budgets: *equal iterations* (the paper's convention): every arm makes ``--steps`` steps;
+  *equal gradient evaluations* (a forward+backward = 1, a Hessian-vector product = 1 more):
+  every arm gets the evaluations default Sassha uses in ``--steps`` steps (AdamW makes about
+  2.1× as many steps, SAM-AdamW about 1.05×, Sophia-H about 1.9×); *equal wall time*: from the
+  validation curves of the equal-gradient-evaluation runs, the loss of each run at the shortest
+  mean training time of the arms (the longer runs are cut before the end of their schedule).
+- selection: the peak learning rate of each arm and budget on seed 0 by the selection-split loss
+  at the end, from a grid (``LR_GRIDS``) that is extended by one value (×3 or ÷3) while the best
+  value sits on its edge; the selected values are written to the JSON and used for all seeds.
+- metrics: validation loss (mean cross-entropy per character, nats) on the whole validation split
+  at the end; paired differences over seeds (Sassha − AdamW, ...) with 95 % t intervals and the
+  verdicts *ahead* (interval below 0: lower loss), *tie*, *behind*. Trivial baselines: the uniform
+  model (ln V) and the unigram model of the training characters.
+- Hessian noise: at the batch used, the relative variance of the one-probe Hutchinson estimate of
+  the Hessian diagonal across probes (fixed batch) and of its mean across batches, at the weights
+  after a short AdamW run, for ``--probe-batches`` batch sizes.
 
 Writes ``results/lm.json`` after every run (``--resume`` skips finished runs).
 Usage: ``python benchmarks/lm.py [--quick] [--resume]``.
@@ -37,29 +45,30 @@ import argparse
 import json
 import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
-from _common import machine, summarize
-from sassha_optim import Sassha, __version__
+from _common import machine, paired_interval, summarize
+from sassha_optim import NonFiniteError, Sassha, __version__, paper_lm_schedule
 from sassha_optim._baselines import SAM, SophiaH
+from sassha_optim.functional import rademacher_like
 from torch import Tensor, nn
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 DATA = Path(os.environ.get("ICML25_DATA", HERE.parents[2].parent / "shared" / "data"))
 
-# A 3-point grid each; the first full run selected an edge value for every optimizer, so each grid
-# got one more value beyond that edge (`--resume` ran only the new candidates, on seed 0).
+# Starting grids (×3 spacing); `select` extends a grid while its best value is on an edge.
 LR_GRIDS = {
-    "adamw": [1e-3, 3e-3, 1e-2, 3e-2],
-    "sam-adamw": [1e-3, 3e-3, 1e-2, 3e-2],
-    "sophia-h": [1e-4, 3e-4, 1e-3, 3e-3],
-    "sassha": [0.03, 0.1, 0.3, 1.0],
+    "adamw": [0.01, 0.03, 0.1],
+    "sam-adamw": [0.003, 0.01, 0.03],
+    "sophia-h": [1e-4, 3e-4, 1e-3],
+    "sassha": [0.1, 0.3, 1.0],
+    "sassha-paper": [0.03, 0.1, 0.3],
 }
+MAX_EXTENSIONS = 3
 CONFIGS = {
     "adamw": {"betas": (0.9, 0.99), "weight_decay": 0.1},
     "sam-adamw": {"betas": (0.9, 0.99), "weight_decay": 0.1, "rho": 0.05},
@@ -77,7 +86,39 @@ CONFIGS = {
         "lazy_hessian": 10,
         "eps": 1e-4,
     },
+    "sassha-paper": {"preset": "Sassha.paper_lm(groups, total_steps=steps, lr=lr, seed=seed)"},
 }
+NAMES = {
+    "adamw": "AdamW",
+    "sam-adamw": "SAM-AdamW",
+    "sophia-h": "Sophia-H (k=10)",
+    "sassha": "Sassha (k=10, package defaults)",
+    "sassha-paper": "Sassha (k=10, paper's GPT-2 recipe)",
+}
+# Paper (reported): GPT-2 small on OpenWebText, validation loss (LOG-postech/Sassha,
+# language_tasks/modeling/README.md)
+PAPER_GPT2 = {
+    "AdamW": 2.9622,
+    "SAM-AdamW": 2.9558,
+    "Sophia-G": 2.9307,
+    "Sophia-G + SAM": 2.9319,
+    "SPlus": 2.9435,
+    "Sassha": 2.9173,
+}
+# Diagnostic of the Hessian noise: the better Sassha arm (by its seed-0 selection score) again
+# with more probes per refresh, at its selected lr and equal iterations.
+PROBES_SUFFIX, DIAGNOSTIC_PROBES = "+probes4", 4
+PAIRS = [
+    ("sassha+probes4", "sassha"),
+    ("sassha-paper+probes4", "sassha-paper"),
+    ("sassha", "adamw"),
+    ("sassha-paper", "adamw"),
+    ("sassha-paper", "sassha"),
+    ("sassha", "sam-adamw"),
+    ("sassha-paper", "sam-adamw"),
+    ("sassha", "sophia-h"),
+    ("sassha-paper", "sophia-h"),
+]
 
 
 # ----------------------------------------------------------------------------------------- model
@@ -155,44 +196,62 @@ def _is_embedding(model: nn.Module, p: Tensor) -> bool:
     return any(p is m.weight for m in model.modules() if isinstance(m, nn.Embedding))
 
 
-def build(name: str, model: nn.Module, lr: float, seed: int) -> tuple[torch.optim.Optimizer, int]:
-    """Optimizer and its mean cost per step in gradient evaluations ×10 (k = 10 refreshes)."""
+def refreshes(steps: int, k: int = 10, warmup: int = 10) -> int:
+    """Hessian refreshes of Sassha in ``steps`` steps (every step of the warm-up, then every k)."""
+    return sum(1 for t in range(1, steps + 1) if t <= warmup or (t - 1) % k == 0)
+
+
+def steps_for(name: str, budget: str, steps: int) -> int:
+    """Steps of arm ``name`` under ``budget`` ("iters" or "grad_evals") for ``--steps`` steps."""
+    if budget == "iters" or name.startswith("sassha"):
+        return steps
+    evals = 2 * steps + refreshes(steps)  # default Sassha's gradient evaluations
+    if name == "adamw":
+        return evals
+    if name == "sam-adamw":
+        return evals // 2
+    s = int(evals / 1.1)  # Sophia-H: one HVP every 10 steps (steps 1, 11, ...)
+    while s + math.ceil(s / 10) > evals:
+        s -= 1
+    return s
+
+
+def build(name: str, model: nn.Module, lr: float, seed: int, steps: int) -> torch.optim.Optimizer:
+    extra = {}
+    if name.endswith(PROBES_SUFFIX):  # diagnostic: more Hutchinson probes per refresh
+        name, extra = name[: -len(PROBES_SUFFIX)], {"n_samples": DIAGNOSTIC_PROBES}
+    if name == "sassha-paper":
+        groups = param_groups(model, 2e-4)
+        return Sassha.paper_lm(groups, total_steps=steps, lr=lr, seed=seed, **extra)
     cfg = dict(CONFIGS[name])
     groups = param_groups(model, cfg.pop("weight_decay"))
     if name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, **cfg), 10
+        return torch.optim.AdamW(groups, lr=lr, **cfg)
     if name == "sam-adamw":
-        return SAM(groups, torch.optim.AdamW, lr=lr, **cfg), 20
+        return SAM(groups, torch.optim.AdamW, lr=lr, **cfg)
     if name == "sophia-h":
-        return SophiaH(groups, lr=lr, seed=seed, **cfg), 11
-    return Sassha(groups, lr=lr, seed=seed, **cfg), 21
+        return SophiaH(groups, lr=lr, seed=seed, **cfg)
+    return Sassha(groups, lr=lr, seed=seed, **cfg, **extra)
 
 
-def run_one(name: str, lr: float, seed: int, data: dict, args) -> dict:
+def sample_batch(train: Tensor, batch: int, context: int, gen: torch.Generator) -> Tensor:
+    offsets = torch.randint(0, len(train) - context - 1, (batch,), generator=gen)
+    return torch.stack([train[o : o + context + 1] for o in offsets.tolist()])
+
+
+def run_one(name: str, lr: float, seed: int, steps: int, data: dict, args) -> dict:
     torch.manual_seed(seed)
     model = TinyGPT(data["vocab"], args.context, args.width, args.layers, args.heads)
-    opt, cost10 = build(name, model, lr, seed)
-    steps = args.grad_evals * 10 // cost10
-    warm = max(1, steps // 10)
-
-    def factor(step: int) -> float:
-        if step < warm:
-            return (step + 1) / warm
-        progress = (step - warm) / max(1, steps - warm)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt.base_optimizer if isinstance(opt, SAM) else opt, factor
-    )
+    opt = build(name, model, lr, seed, steps)
+    sched = paper_lm_schedule(opt.base_optimizer if isinstance(opt, SAM) else opt, steps)
     train = data["train"]
     gen = torch.Generator().manual_seed(seed)
     eval_every = max(1, steps // args.evals)
     curve: list[dict] = []
-    evals_done, elapsed = 0, 0.0
+    grad_evals, elapsed, diverged = 0, 0.0, False
     for step in range(steps):
         start = time.perf_counter()
-        offsets = torch.randint(0, len(train) - args.context - 1, (args.batch,), generator=gen)
-        batch = torch.stack([train[o : o + args.context + 1] for o in offsets.tolist()])
+        batch = sample_batch(train, args.batch, args.context, gen)
 
         def closure(batch: Tensor = batch) -> Tensor:
             opt.zero_grad(set_to_none=True)
@@ -200,41 +259,53 @@ def run_one(name: str, lr: float, seed: int, data: dict, args) -> dict:
             loss.backward(create_graph=bool(getattr(opt, "create_graph", False)))
             return loss
 
-        if name == "adamw":
-            opt.zero_grad(set_to_none=True)
-            loss = lm_loss(model, batch)
-            loss.backward()
-            opt.step()
-        else:
-            loss = opt.step(closure)  # type: ignore[assignment]
+        passes = 1
+        try:
+            if name == "adamw":
+                opt.zero_grad(set_to_none=True)
+                loss = lm_loss(model, batch)
+                loss.backward()
+                opt.step()
+            else:
+                if isinstance(opt, Sassha):
+                    passes = 2 if opt._any_rho() else 1  # ρ warm-up: one pass
+                elif isinstance(opt, SAM):
+                    passes = 2
+                loss = opt.step(closure)  # type: ignore[assignment]
+        except NonFiniteError:
+            diverged = True
         sched.step()
         elapsed += time.perf_counter() - start
-        if not math.isfinite(float(loss.detach())):
+        grad_evals += passes
+        if diverged or not math.isfinite(float(loss.detach())):
+            diverged = True
             curve.append(
                 {"step": step + 1, "grad_evals": None, "seconds": elapsed, "val": math.nan}
             )
             break
         if (step + 1) % eval_every == 0 or step + 1 == steps:
-            passes = 2 if name in ("sam-adamw", "sassha") else 1
-            evals_done = (step + 1) * passes + int(getattr(opt, "hvp_calls", 0))
             curve.append(
                 {
                     "step": step + 1,
-                    "grad_evals": evals_done,
+                    "grad_evals": grad_evals + int(getattr(opt, "hvp_calls", 0)),
                     "seconds": elapsed,  # training time only (evaluation excluded)
                     "val": mean_loss(model, data["val_probe"]),
                     "train_batch_loss": float(loss.detach()),
                 }
             )
+    select = math.nan if diverged else mean_loss(model, data["select"])
+    val = math.nan if diverged else mean_loss(model, data["val"])
     return {
+        "arm": name,
         "seed": seed,
         "lr": lr,
         "steps": steps,
-        "grad_evals": evals_done,
+        "diverged": diverged,
+        "grad_evals": grad_evals + int(getattr(opt, "hvp_calls", 0)),
         "seconds": elapsed,
         "hvp_calls": int(getattr(opt, "hvp_calls", 0)),
-        "select_loss": mean_loss(model, data["select"]),
-        "val_loss": mean_loss(model, data["val"]),
+        "select_loss": select,
+        "val_loss": val,
         "curve": curve,
     }
 
@@ -245,28 +316,207 @@ def loss_at_time(curve: list[dict], seconds: float) -> float:
     return done[-1] if done else math.nan
 
 
+def _next_lr(lr: float, up: bool) -> float:
+    """The neighbour of ``lr`` on the 1-3-10 grid."""
+    mant = float(f"{lr:.1e}".split("e")[0])
+    factor = (3.0 if mant < 2 else 10 / 3) if up else (1 / 3 if mant > 2 else 0.3 / 1)
+    return float(f"{lr * factor:.1g}")
+
+
+# ------------------------------------------------------------------------------ Hessian noise
+def probe_variance(data: dict, args, batches: list[int], seed: int = 0) -> dict:
+    """Relative variance of the one-probe Hutchinson diagonal across probes and across batches.
+
+    At the weights after ``args.probe_warm_steps`` AdamW steps (lr 0.01, seed ``seed``), for each
+    batch size B: ``nb`` batches × ``npr`` Rademacher probes, ``Ĥ_{b,j} = z_j ⊙ H_b z_j``. Per
+    coordinate, ``v_probe`` = mean over batches of the variance over probes (the noise of one
+    probe at a fixed batch), ``v_batch`` = variance over batches of the probe mean minus
+    ``v_probe / npr`` (the sampling noise of the batch), ``s = (grand mean)²``. Reported as
+    ``Σ v / Σ s`` over all coordinates (relative variance of a single estimate), and for the
+    D that Sassha keeps: an EMA with β2 = 0.99 averages about n_eff = min(refreshes,
+    (1 + β2)/(1 − β2)) estimates, so its relative variance is about (v_probe + v_batch)/n_eff/s.
+    """
+    torch.manual_seed(seed)
+    model = TinyGPT(data["vocab"], args.context, args.width, args.layers, args.heads)
+    opt = torch.optim.AdamW(param_groups(model, 0.1), lr=0.01, betas=(0.9, 0.99))
+    gen = torch.Generator().manual_seed(seed + 1000)
+    for _ in range(args.probe_warm_steps):
+        opt.zero_grad(set_to_none=True)
+        lm_loss(model, sample_batch(data["train"], 32, args.context, gen)).backward()
+        opt.step()
+    params = list(model.parameters())
+    zgen = torch.Generator().manual_seed(seed + 2000)
+    out: dict = {
+        "weights": f"after {args.probe_warm_steps} AdamW steps (lr 0.01, batch 32, seed {seed})",
+        "batches": args.probe_nb,
+        "probes": args.probe_np,
+        "by_batch": {},
+    }
+    for b in batches:
+        est = []  # [batch][probe] -> flat tensor
+        for _ in range(args.probe_nb):
+            batch = sample_batch(data["train"], b, args.context, gen)
+            grads = torch.autograd.grad(lm_loss(model, batch), params, create_graph=True)
+            row = [_one_probe(grads, params, zgen) for _ in range(args.probe_np)]
+            est.append(torch.stack(row))
+            del grads
+        e = torch.stack(est)  # batches × probes × parameters
+        v_probe = e.var(dim=1, unbiased=True).mean(0)
+        v_batch = (e.mean(1).var(dim=0, unbiased=True) - v_probe / args.probe_np).clamp(min=0)
+        s = e.mean((0, 1)).pow(2)
+        rp, rb = float(v_probe.sum() / s.sum()), float(v_batch.sum() / s.sum())
+        out["by_batch"][str(b)] = {
+            "tokens": b * args.context,
+            "rel_var_probe": rp,
+            "rel_var_batch": rb,
+            "probe_share": rp / (rp + rb) if rp + rb > 0 else math.nan,
+        }
+    return out
+
+
+def _one_probe(grads: tuple[Tensor, ...], params: list[Tensor], zgen: torch.Generator) -> Tensor:
+    """``z ⊙ Hz`` for one Rademacher probe, flattened (keeps the graph for the next probe)."""
+    z = [rademacher_like(p, zgen) for p in params]
+    hz = torch.autograd.grad(grads, params, grad_outputs=z, retain_graph=True)
+    return torch.cat([(h * zi).reshape(-1) for h, zi in zip(hz, z)]).detach()
+
+
+# ----------------------------------------------------------------------------------------- main
+TASKS = [  # in order of importance, so that an interrupted run has the main rows first
+    ("iters", "adamw"),
+    ("iters", "sassha"),
+    ("iters", "sassha-paper"),
+    ("grad_evals", "adamw"),
+    ("iters", "probes"),  # the Hessian-noise diagnostic (PROBES_SUFFIX)
+    ("iters", "sam-adamw"),
+    ("iters", "sophia-h"),
+    ("grad_evals", "sam-adamw"),
+    ("grad_evals", "sophia-h"),
+    ("grad_evals", "sassha"),  # same runs as at equal iterations
+    ("grad_evals", "sassha-paper"),
+]
+
+
+def _key(name: str, steps: int, lr: float, seed: int) -> str:
+    return f"{name}|{steps}|{lr:g}|{seed}"
+
+
+def _score(res: dict) -> float:
+    return res["select_loss"] if math.isfinite(res["select_loss"]) else math.inf
+
+
+def verdict(iv: dict) -> str:
+    """For a difference of losses (arm − other): lower is better."""
+    if iv["low"] is None:
+        return "n/a"
+    if iv["high"] < 0:
+        return "ahead"
+    if iv["low"] > 0:
+        return "behind"
+    return "tie"
+
+
+def summarize_payload(payload: dict) -> None:
+    """Rows per budget, paired differences and the equal-wall-time column from the runs so far."""
+    runs = payload["runs"]
+    seeds = payload["protocol"]["seeds"]
+    ge = payload["selection"].get("grad_evals")
+    if ge is not None:  # Sassha's runs at equal evaluations are its runs at equal iterations
+        for name in ("sassha", "sassha-paper"):
+            if name not in ge and "lr" in payload["selection"]["iters"].get(name, {}):
+                ge[name] = payload["selection"]["iters"][name]
+    results: dict = {}
+    for budget, arms in payload["selection"].items():
+        for name, sel in arms.items():
+            if "lr" not in sel:
+                continue
+            rs = [runs.get(_key(name, sel["steps"], sel["lr"], s)) for s in seeds]
+            if any(r is None for r in rs):
+                continue
+            results.setdefault(budget, {})[name] = {
+                "lr": sel["lr"],
+                "steps": sel["steps"],
+                "grad_evals": summarize([r["grad_evals"] for r in rs]),
+                "hvp_calls": rs[0]["hvp_calls"],
+                "val_loss": summarize([r["val_loss"] for r in rs]),
+                "seconds": summarize([r["seconds"] for r in rs]),
+                "diverged": sum(r["diverged"] for r in rs),
+                "keys": [_key(name, sel["steps"], sel["lr"], s) for s in seeds],
+            }
+    payload["results"] = results
+    paired: dict = {}
+    for budget, rows in results.items():
+        for a, b in PAIRS:
+            if a in rows and b in rows:
+                iv = paired_interval(rows[a]["val_loss"]["values"], rows[b]["val_loss"]["values"])
+                iv["verdict"] = verdict(iv)
+                paired.setdefault(budget, {})[f"{a} - {b}"] = iv
+    rows = results.get("grad_evals", {})
+    if rows:
+        shortest = min(r["seconds"]["mean"] for r in rows.values())
+        payload["equal_wall_time_s"] = shortest
+        at_time = {
+            n: [loss_at_time(runs[k]["curve"], shortest) for k in r["keys"]]
+            for n, r in rows.items()
+        }
+        for n, r in rows.items():
+            vals = at_time[n]
+            r["val_probe_at_equal_time"] = (
+                summarize(vals)
+                if all(map(math.isfinite, vals))
+                else {"mean": math.nan, "std": None, "n": len(vals), "values": vals}
+            )
+        for a, b in PAIRS:
+            if a in at_time and b in at_time and all(map(math.isfinite, at_time[a] + at_time[b])):
+                iv = paired_interval(at_time[a], at_time[b])
+                iv["verdict"] = verdict(iv)
+                paired.setdefault("wall_time", {})[f"{a} - {b}"] = iv
+    payload["paired"] = paired
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", type=Path, default=DATA / "tinyshakespeare")
-    parser.add_argument("--optimizers", default=",".join(CONFIGS))
+    parser.add_argument("--arms", default=",".join(CONFIGS), help="comma-separated arms")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--grad-evals", type=int, default=1000)
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=200, help="steps at equal iterations")
+    parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--context", type=int, default=64)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--evals", type=int, default=15, help="validation evaluations per run")
-    parser.add_argument("--probe-blocks", type=int, default=256, help="val blocks for the curves")
+    parser.add_argument("--evals", type=int, default=8, help="validation evaluations per run")
+    parser.add_argument("--probe-blocks", type=int, default=128, help="val blocks for the curves")
+    parser.add_argument("--probe-batches", default="32,64,128", help="batch sizes for the "
+                        "Hutchinson-noise measurement ('none' skips it)")  # fmt: skip
+    parser.add_argument("--probe-nb", type=int, default=4, help="batches per batch size")
+    parser.add_argument("--probe-np", type=int, default=4, help="probes per batch")
+    parser.add_argument("--probe-warm-steps", type=int, default=100)
+    parser.add_argument(
+        "--no-diagnostic",
+        action="store_true",
+        help=f"skip the Hessian-noise diagnostic (Sassha with {DIAGNOSTIC_PROBES} probes)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run (writes results/quick/)")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--summarize-only",
+        action="store_true",
+        help="with --resume: run nothing, recompute the summaries of the JSON and render",
+    )
     parser.add_argument("--no-render", action="store_true", help="do not rewrite the README")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     if args.quick:
-        args.grad_evals, args.seeds, args.evals, args.probe_blocks = 60, "0", 3, 16
+        args.steps, args.batch, args.seeds, args.evals, args.probe_blocks = 20, 8, "0,1", 2, 8
+        args.probe_batches, args.probe_nb, args.probe_np, args.probe_warm_steps = "4,8", 2, 2, 3
+    names = args.arms.split(",")
+    bad = [n for n in names if n not in CONFIGS]
+    if bad:
+        print(f"--arms: unknown {bad} (accepted: {', '.join(CONFIGS)})", file=sys.stderr)
+        return 2
     text_path = args.data / "input.txt" if args.data.is_dir() else args.data
     if not text_path.exists():
         print(f"tinyshakespeare not found at {text_path} (pass --data DIR)", file=sys.stderr)
@@ -280,25 +530,26 @@ def main(argv: list[str] | None = None) -> int:
     train, select, val = tokens[:a], tokens[a:b], tokens[b:]
     counts = torch.bincount(train, minlength=len(chars)).double() + 1.0  # add-one smoothing
     logp = (counts / counts.sum()).log()
+    val_blocks = as_blocks(val, args.context)
     data = {
         "vocab": len(chars),
         "train": train,
         "select": as_blocks(select, args.context),
-        "val": as_blocks(val, args.context),
-        "val_probe": as_blocks(val, args.context)[
-            :: max(1, len(val) // args.context // args.probe_blocks)
-        ][: args.probe_blocks],
+        "val": val_blocks,
+        "val_probe": val_blocks[:: max(1, len(val_blocks) // args.probe_blocks)][
+            : args.probe_blocks
+        ],
     }
     folder = RESULTS / "quick" if args.quick else RESULTS
     folder.mkdir(parents=True, exist_ok=True)
     out_path = folder / "lm.json"
     seeds = [int(s) for s in args.seeds.split(",")]
-    names = args.optimizers.split(",")
     argv_used = sys.argv[1:] if argv is None else argv
     n_params = sum(
         p.numel()
         for p in TinyGPT(len(chars), args.context, args.width, args.layers, args.heads).parameters()
     )
+    evals_budget = 2 * args.steps + refreshes(args.steps)
     payload: dict = {
         "command": ("python benchmarks/lm.py " + " ".join(argv_used)).strip(),
         "sassha_optim": __version__,
@@ -309,95 +560,149 @@ def main(argv: list[str] | None = None) -> int:
             "model": f"decoder-only transformer, {args.layers} layers, width {args.width}, "
             f"{args.heads} heads, context {args.context}, {n_params} parameters",
             "batch": f"{args.batch} x {args.context} tokens",
-            "grad_evals": args.grad_evals,
-            "schedule": "linear warm-up over 10% of the steps, cosine to 10% of the peak",
+            "batch_size": args.batch,
+            "steps": args.steps,
+            "grad_evals_budget": evals_budget,
+            "steps_at_equal_grad_evals": {
+                k: steps_for(k, "grad_evals", args.steps) for k in CONFIGS
+            },
+            "schedule": "paper_lm_schedule: linear warm-up over the first 4% of the steps, "
+            "cosine to 1.5e-5/0.3 of the peak",
             "configs": {
                 k: {kk: list(v) if isinstance(v, tuple) else v for kk, v in c.items()}
                 for k, c in CONFIGS.items()
             },
             "lr_grids": LR_GRIDS,
-            "selection": "peak lr per optimizer on seed 0 by the selection-split loss at the end",
+            "selection": "peak lr per arm and budget on seed 0 by the selection-split loss at the "
+            f"end; a grid whose best value is on an edge is extended (at most {MAX_EXTENSIONS} times)",
             "seeds": seeds,
-            "curves": f"validation loss on {len(data['val_probe'])} evenly spaced validation blocks; "
-            "final numbers on the whole validation split",
+            "curves": f"validation loss on {len(data['val_probe'])} evenly spaced validation "
+            "blocks; final numbers on the whole validation split",
         },
         "baselines": {
             "uniform": math.log(len(chars)),
             "unigram": float(-(logp[val]).mean()),
         },
-        "optimizers": {},
+        "paper_reported": {
+            "source": "LOG-postech/Sassha language_tasks/modeling/README.md (GPT-2 small, "
+            "OpenWebText, 50k iterations, validation loss)",
+            "val_loss": PAPER_GPT2,
+        },
+        "runs": {},
         "selection": {},
     }
     if args.resume and out_path.exists():
         old = json.loads(out_path.read_text())
-        payload["optimizers"], payload["selection"] = old["optimizers"], old["selection"]
+        if (
+            old["protocol"]["steps"] != args.steps
+            or old["protocol"]["batch"] != payload["protocol"]["batch"]
+        ):
+            print("--resume: the JSON was written with other --steps/--batch", file=sys.stderr)
+            return 2
+        for key in ("runs", "selection", "probe_variance"):
+            if key in old:
+                payload[key] = old[key]
         payload["wall_time_before_resume_s"] = old.get("wall_time_s", 0.0)
-        payload["command_before_resume"] = old.get("command")
+        payload["commands_before_resume"] = [*old.get("commands_before_resume", []), old["command"]]
     total_start = time.perf_counter()
 
     def save() -> None:
         payload["wall_time_s"] = (
             time.perf_counter() - total_start + payload.get("wall_time_before_resume_s", 0.0)
         )
+        summarize_payload(payload)
         out_path.write_text(json.dumps(payload, indent=1))
 
-    for name in names:
-        row = payload["optimizers"].setdefault(name, {"runs": []})
-        cand = payload["selection"].setdefault(name, {})
-        missing = [lr for lr in LR_GRIDS[name] if f"{lr:g}" not in cand]
-        if missing or "lr" not in row:  # (a resumed run may extend a grid)
-            for lr in missing:
-                res = run_one(name, lr, seeds[0], data, args)
-                cand[f"{lr:g}"] = res
-                print(
-                    f"[select] {name:9s} lr {lr:g}: selection loss {res['select_loss']:.4f} "
-                    f"val {res['val_loss']:.4f} ({res['seconds']:.0f}s, {res['steps']} steps)",
-                    flush=True,
-                )
-                save()
-            best = min(
-                LR_GRIDS[name],
-                key=lambda lr: (
-                    cand[f"{lr:g}"]["select_loss"]
-                    if math.isfinite(cand[f"{lr:g}"]["select_loss"])
-                    else math.inf
-                ),
-            )
-            if row.get("lr") != best:  # new selection: its seed-0 run, then the other seeds
-                row["lr"] = best
-                row["runs"] = [cand[f"{best:g}"]]
-            payload["selection"][name] = {
-                k: {"select_loss": v["select_loss"]} for k, v in cand.items()
-            }
-            save()
-        done = {r["seed"] for r in row["runs"]}
-        for seed in seeds:
-            if seed in done:
-                continue
-            res = run_one(name, row["lr"], seed, data, args)
-            row["runs"].append(res)
+    if args.probe_batches != "none" and "probe_variance" not in payload:
+        start = time.perf_counter()
+        pv = probe_variance(data, args, [int(x) for x in args.probe_batches.split(",")])
+        pv["seconds"] = time.perf_counter() - start
+        payload["probe_variance"] = pv
+        for bsz, r in pv["by_batch"].items():
             print(
-                f"[run] {name:9s} seed {seed}: val {res['val_loss']:.4f} ({res['seconds']:.0f}s)",
+                f"[hessian noise] batch {bsz}: relative variance across probes "
+                f"{r['rel_var_probe']:.3g}, across batches {r['rel_var_batch']:.3g}",
+                flush=True,
+            )
+        save()
+
+    runs = payload["runs"]
+    if args.summarize_only:
+        if not args.resume:
+            print("--summarize-only needs --resume", file=sys.stderr)
+            return 2
+        payload["command"] = payload["commands_before_resume"].pop()  # nothing was run
+        payload["wall_time_s"] = payload.pop("wall_time_before_resume_s")
+        summarize_payload(payload)
+        out_path.write_text(json.dumps(payload, indent=1))
+        if not (args.no_render or args.quick):
+            import render
+
+            render.main()
+        return 0
+
+    def run_cached(name: str, lr: float, seed: int, steps: int, tag: str) -> dict:
+        key = _key(name, steps, lr, seed)
+        if key not in runs:
+            res = run_one(name, lr, seed, steps, data, args)
+            runs[key] = res
+            print(
+                f"[{tag}] {name:12s} lr {lr:<7g} seed {seed} steps {steps}: selection "
+                f"{res['select_loss']:.4f} val {res['val_loss']:.4f} ({res['seconds']:.0f}s"
+                f"{', diverged' if res['diverged'] else ''})",
                 flush=True,
             )
             save()
-        row["runs"].sort(key=lambda r: r["seed"])
-        row["val_loss"] = summarize([r["val_loss"] for r in row["runs"]])
-        row["seconds"] = summarize([r["seconds"] for r in row["runs"]])
-        save()
-    opts = payload["optimizers"]
-    shortest = min(statistics.fmean(r["seconds"] for r in row["runs"]) for row in opts.values())
-    payload["equal_wall_time_s"] = shortest
-    for row in opts.values():
-        row["val_probe_at_equal_time"] = summarize(
-            [loss_at_time(r["curve"], shortest) for r in row["runs"]]
+        return runs[key]
+
+    for budget, name in TASKS:
+        if name == "probes":
+            bases = [
+                n
+                for n in ("sassha", "sassha-paper")
+                if n in names and "lr" in payload["selection"]["iters"].get(n, {})
+            ]
+            if args.no_diagnostic or not bases:
+                continue
+            sels = payload["selection"]["iters"]
+            base = min(bases, key=lambda n: sels[n]["scores"][f"{sels[n]['lr']:g}"])
+            diag = base + PROBES_SUFFIX
+            sels[diag] = {
+                "steps": args.steps,
+                "lr": sels[base]["lr"],
+                "grid": [sels[base]["lr"]],
+                "extended": [],
+                "borrowed_from": base,
+            }
+            for seed in seeds:
+                run_cached(diag, sels[base]["lr"], seed, args.steps, "diagnostic")
+            save()
+            continue
+        if name not in names:
+            continue
+        steps = steps_for(name, budget, args.steps)
+        sel = (
+            payload["selection"]
+            .setdefault(budget, {})
+            .setdefault(name, {"steps": steps, "grid": list(LR_GRIDS[name]), "extended": []})
         )
-        row["val_probe_at_end"] = summarize([r["curve"][-1]["val"] for r in row["runs"]])
-    if {"sassha", "adamw"} <= set(opts):
-        payload["targets"] = {
-            "sassha_val_le_adamw_equal_grad_evals": opts["sassha"]["val_loss"]["mean"]
-            <= opts["adamw"]["val_loss"]["mean"]
-        }
+        grid = sel["grid"]
+        while True:
+            scores = {lr: _score(run_cached(name, lr, seeds[0], steps, "select")) for lr in grid}
+            best = min(grid, key=lambda lr: scores[lr])
+            edge = best in (min(grid), max(grid)) and math.isfinite(scores[best])
+            if not edge or len(sel["extended"]) >= MAX_EXTENSIONS:
+                break
+            new = _next_lr(best, up=best == max(grid))
+            grid.append(new)
+            grid.sort()
+            sel["extended"].append(new)
+        sel["scores"] = {f"{lr:g}": scores[lr] for lr in grid}
+        sel["lr"] = best
+        sel["on_edge"] = edge
+        save()
+        for seed in seeds[1:]:
+            run_cached(name, best, seed, steps, budget)
     save()
     print(f"wrote {out_path.relative_to(HERE.parent)}", flush=True)
     if not (args.no_render or args.quick):

@@ -309,59 +309,146 @@ def label_noise_tables(ln: dict) -> list[str]:
     ]
 
 
+LM_NAMES = {
+    "adamw": "AdamW",
+    "sam-adamw": "SAM-AdamW",
+    "sophia-h": "Sophia-H (k=10)",
+    "sassha": "**Sassha (k=10), package defaults**",
+    "sassha-paper": "**Sassha (k=10), paper's GPT-2 recipe** (`Sassha.paper_lm`)",
+    "sassha+probes4": "Sassha (k=10), package defaults, 4 probes per refresh (diagnostic)",
+    "sassha-paper+probes4": "Sassha (k=10), paper's recipe, 4 probes per refresh (diagnostic)",
+}
+LM_BUDGETS = {
+    "iters": "equal iterations (paper's convention)",
+    "grad_evals": "equal gradient evaluations",
+    "wall_time": "equal wall time (curve subset)",
+}
+
+
+def _iv(iv: dict | None) -> str:
+    if not iv or iv.get("low") is None:
+        return ""
+    return f"{iv['mean']:+.4f} [{iv['low']:+.4f}, {iv['high']:+.4f}] **{iv['verdict']}**"
+
+
 def lm_table(lm: dict) -> list[str]:
+    """Rows at equal iterations / gradient evaluations / wall time, paired intervals, Hessian
+    noise, selection grids and the paper's GPT-2 numbers (labelled)."""
     pr = lm["protocol"]
-    t = lm["equal_wall_time_s"]
+    res = lm.get("results", {})
+    it, ge = res.get("iters", {}), res.get("grad_evals", {})
+    t = lm.get("equal_wall_time_s")
+    vocab = pr["data"].split("vocabulary ")[1].split(";")[0]
     lines = [
-        "| optimizer | peak lr (selected) | steps | HVPs | val. loss, equal gradient evaluations "
-        f"| val. loss (curve subset) at equal wall time ({t:.0f} s) | training time (s) |",
+        "| arm | equal iterations: lr, steps | val. loss | equal gradient evaluations: lr, "
+        "steps (evaluations) | val. loss | val. loss (curve subset) at equal wall time "
+        + (f"({t:.0f} s)" if t else "")
+        + " | training time (s), equal evaluations |",
         "|---|---|---|---|---|---|---|",
-        f"| uniform over the {pr['data'].split('vocabulary ')[1].split(';')[0]} characters (trivial) "
-        f"| | | | {lm['baselines']['uniform']:.4f} | | |",
-        f"| unigram model of the training characters (trivial) | | | | "
-        f"{lm['baselines']['unigram']:.4f} | | |",
+        f"| uniform over the {vocab} characters (trivial) | | {lm['baselines']['uniform']:.4f} | "
+        f"| {lm['baselines']['uniform']:.4f} | | |",
+        f"| unigram model of the training characters (trivial) | | "
+        f"{lm['baselines']['unigram']:.4f} | | {lm['baselines']['unigram']:.4f} | | |",
     ]
-    names = {"adamw": "AdamW", "sam-adamw": "SAM-AdamW", "sophia-h": "Sophia-H (k=10)",
-             "sassha": "**Sassha (k=10)**"}  # fmt: skip
-    for n, o in lm["optimizers"].items():
-        r0 = o["runs"][0]
-        lines.append(
-            f"| {names.get(n, n)} | {o['lr']:g} | {r0['steps']} | {r0['hvp_calls']} | "
-            f"{pm(o['val_loss'], 4)} | {pm(o['val_probe_at_equal_time'], 4)} | "
-            f"{pm(o['seconds'], 0)} |"
+    for n, label in LM_NAMES.items():
+        a, b = it.get(n), ge.get(n)
+        if not (a or b):
+            continue
+        cells = [label]
+        cells += [f"{a['lr']:g}, {a['steps']}", pm(a["val_loss"], 4)] if a else ["", ""]
+        if b:
+            cells += [
+                f"{b['lr']:g}, {b['steps']} ({b['grad_evals']['mean']:.0f})",
+                pm(b["val_loss"], 4),
+                pm(b["val_probe_at_equal_time"], 4) if "val_probe_at_equal_time" in b else "",
+                pm(b["seconds"], 0),
+            ]
+        else:
+            cells += ["", "", "", ""]
+        lines.append("| " + " | ".join(cells) + " |")
+    paired = lm.get("paired", {})
+    pairs = sorted({k for v in paired.values() for k in v}, key=lambda k: (k.split(" - ")[1], k))
+    plines = [
+        "| difference of val. loss (95 % t interval over seeds; below 0 = first arm ahead) | "
+        + " | ".join(LM_BUDGETS[b] for b in LM_BUDGETS if b in paired)
+        + " |",
+        "|---|" + "---|" * sum(b in paired for b in LM_BUDGETS),
+    ]
+    short = {"adamw": "AdamW", "sam-adamw": "SAM-AdamW", "sophia-h": "Sophia-H",
+             "sassha": "Sassha (defaults)", "sassha-paper": "Sassha (paper recipe)",
+             "sassha+probes4": "Sassha (defaults), 4 probes",
+             "sassha-paper+probes4": "Sassha (paper recipe), 4 probes"}  # fmt: skip
+    for pair in pairs:
+        x, y = pair.split(" - ")
+        plines.append(
+            f"| {short.get(x, x)} − {short.get(y, y)} | "
+            + " | ".join(_iv(paired[b].get(pair)) for b in LM_BUDGETS if b in paired)
+            + " |"
         )
-    o = lm["optimizers"]
     notes = []
-    if "targets" in lm:
-        met = lm["targets"]["sassha_val_le_adamw_equal_grad_evals"]
+    pv = lm.get("probe_variance")
+    if pv:
+        parts = [
+            f"batch {bsz} ({r['tokens']} tokens): across probes {r['rel_var_probe']:.2f}, "
+            f"across batches {r['rel_var_batch']:.2f}"
+            for bsz, r in pv["by_batch"].items()
+        ]
         notes.append(
-            f"Target Sassha val. loss ≤ AdamW's at equal gradient evaluations: "
-            f"**{'met' if met else 'missed'}** ({o['sassha']['val_loss']['mean']:.4f} vs "
-            f"{o['adamw']['val_loss']['mean']:.4f})."
+            "Hessian noise (relative variance Σ var / Σ mean² of the one-probe Hutchinson "
+            f"diagonal, {pv['batches']} batches × {pv['probes']} probes, weights {pv['weights']}): "
+            + "; ".join(parts)
+            + "."
         )
-    sel = "; ".join(
-        f"{names.get(n, n)}: " + ", ".join(f"lr {k} → {v['select_loss']:.4f}" for k, v in c.items())
-        for n, c in lm["selection"].items()
-    )
-    notes.append(f"Selection-split loss per candidate (seed 0): {sel}.")
-    if lm.get("command_before_resume"):
+    for budget, arms in lm.get("selection", {}).items():
+        sel = "; ".join(
+            f"{short.get(n, n)}: "
+            + ", ".join(f"{k} → {v:.4f}" for k, v in c.get("scores", {}).items())
+            + (
+                f" (extended by {', '.join(f'{x:g}' for x in c['extended'])})"
+                if c["extended"]
+                else ""
+            )
+            + (" **still on the edge**" if c.get("on_edge") else "")
+            for n, c in arms.items()
+            if "scores" in c
+            and not (budget == "grad_evals" and n.startswith("sassha"))
+            and "borrowed_from" not in c
+        )
+        notes.append(f"Selection-split loss per peak lr (seed 0), {LM_BUDGETS[budget]}: {sel}.")
+    if lm.get("commands_before_resume"):
         notes.append(
-            f"Run as `{lm['command_before_resume']}`, then `{lm['command']}` with each grid "
-            "extended by one value beyond the edge the first selection chose (the new candidates "
-            "on seed 0; seeds 1 and 2 rerun where the selection changed); the time is the sum."
+            "Run as "
+            + ", then ".join(f"`{c}`" for c in [*lm["commands_before_resume"], lm["command"]])
+            + " (resumed from the JSON); the time is the sum."
         )
+    paper = lm.get("paper_reported")
+    ptab = []
+    if paper:
+        v = paper["val_loss"]
+        ptab = [
+            "| paper (reported), GPT-2 small | " + " | ".join(v) + " |",
+            "|---|" + "---|" * len(v),
+            "| val. loss | " + " | ".join(f"{x}" for x in v.values()) + " |",
+            "",
+            f"Source: {paper['source']}; one run each, no interval; Sassha − AdamW = "
+            f"{v['Sassha'] - v['AdamW']:+.4f} at equal iterations.",
+        ]
     return [
         f"Validation loss in nats per character, mean ± sample std (ddof=1) over N = "
         f"{len(pr['seeds'])} seeds {pr['seeds']}. {pr['data']}; {pr['model']}; batch "
-        f"{pr['batch']}; {pr['grad_evals']} gradient evaluations per run (a forward+backward = 1, "
-        f"an HVP = 1); {pr['schedule']}; {pr['selection']}. The paper's GPT-2 numbers are in the "
-        "last table of this section.",
+        f"{pr['batch']}; equal iterations: {pr['steps']} steps; equal gradient evaluations: "
+        f"{pr['grad_evals_budget']} (default Sassha's in {pr['steps']} steps; a forward+backward "
+        f"= 1, an HVP = 1); {pr['schedule']}; {pr['selection']}.",
         "",
         *lines,
         "",
+        *plines,
+        "",
         *[f"- {x}" for x in notes],
         "",
-        "![validation loss against gradient evaluations and wall time](benchmarks/results/lm_validation_loss.png)",
+        *ptab,
+        "",
+        "![validation loss against steps, gradient evaluations and wall time](benchmarks/results/lm_validation_loss.png)",
     ]
 
 
@@ -401,24 +488,30 @@ def plot_lm(lm: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    colors = {"adamw": "C0", "sam-adamw": "C1", "sophia-h": "C2", "sassha": "C3"}
-    for name, row in lm["optimizers"].items():
-        for i, run in enumerate(row["runs"]):
-            pts = [c for c in run["curve"] if c["grad_evals"] is not None]
-            label = f"{name} (lr {row['lr']:g})" if i == 0 else None
-            kw = {"color": colors.get(name, "k"), "alpha": 0.8}
-            axes[0].plot([c["grad_evals"] for c in pts], [c["val"] for c in pts], label=label, **kw)
-            axes[1].plot([c["seconds"] for c in pts], [c["val"] for c in pts], **kw)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4), sharey=True)
+    colors = {"adamw": "C0", "sam-adamw": "C1", "sophia-h": "C2", "sassha": "C3",
+              "sassha-paper": "k"}  # fmt: skip
+    res, runs = lm.get("results", {}), lm["runs"]
+    for col, (budget, xkey) in enumerate(
+        [("iters", "step"), ("grad_evals", "grad_evals"), ("grad_evals", "seconds")]
+    ):
+        for name, row in res.get(budget, {}).items():
+            for i, key in enumerate(row["keys"]):
+                pts = [c for c in runs[key]["curve"] if c["grad_evals"] is not None]
+                label = f"{name} (lr {row['lr']:g})" if i == 0 else None
+                axes[col].plot([c[xkey] for c in pts], [c["val"] for c in pts], label=label,
+                               color=colors.get(name, "grey"), alpha=0.8)  # fmt: skip
     for ax in axes:
         ax.axhline(lm["baselines"]["unigram"], color="grey", ls=":")
         ax.grid(alpha=0.3)
-    axes[1].axvline(lm["equal_wall_time_s"], color="grey", ls="--", lw=0.8)
-    axes[0].set_xlabel("gradient evaluations (forward+backward; an HVP counts 1)")
-    axes[1].set_xlabel("training wall time (s, shared 2-core CPU)")
+        ax.legend(fontsize=7)
+    if lm.get("equal_wall_time_s"):
+        axes[2].axvline(lm["equal_wall_time_s"], color="grey", ls="--", lw=0.8)
+    axes[0].set_xlabel("step (equal iterations)")
+    axes[1].set_xlabel("gradient evaluations (equal-evaluation runs; an HVP counts 1)")
+    axes[2].set_xlabel("training wall time (s, shared 2-core CPU; equal-evaluation runs)")
     axes[0].set_ylabel("validation loss (nats/char, curve subset)")
     axes[0].set_ylim(top=lm["baselines"]["unigram"] + 0.15)
-    axes[0].legend(fontsize=8)
     fig.suptitle(
         "tinyshakespeare, char-level transformer; dotted: unigram model; one line per seed"
     )

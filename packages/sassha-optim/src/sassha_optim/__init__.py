@@ -16,6 +16,8 @@ __version__ = importlib.metadata.version("sassha-optim")
 _LAZY = {
     "NonFiniteError": "optim",
     "Sassha": "optim",
+    "StepSwitch": "optim",
+    "paper_lm_schedule": "optim",
     "disable_running_stats": "optim",
     "enable_running_stats": "optim",
     "hutchinson_diagonal": "optim",
@@ -33,12 +35,14 @@ __all__ = [
     "EvaluateConfig",
     "NonFiniteError",
     "Sassha",
+    "StepSwitch",
     "TrainConfig",
     "__version__",
     "disable_running_stats",
     "enable_running_stats",
     "functional",
     "hutchinson_diagonal",
+    "paper_lm_schedule",
     "rademacher_like",
     "run_demo",
     "run_evaluate",
@@ -52,9 +56,11 @@ if TYPE_CHECKING:
     from .optim import (
         NonFiniteError,
         Sassha,
+        StepSwitch,
         disable_running_stats,
         enable_running_stats,
         hutchinson_diagonal,
+        paper_lm_schedule,
         rademacher_like,
     )
 

@@ -136,6 +136,7 @@ def sassha(
     hessian_power: float,
     eps: float,
     bias_correction: str = "refresh",
+    moment_bias_correction: bool = True,
 ) -> None:
     r"""Functional Sassha update (steps 4, 6, 7, 8), in place on ``params`` and the state lists.
 
@@ -154,6 +155,7 @@ def sassha(
     from :func:`bias_correction2` with ``bias_correction``. ``foreach=None`` uses the
     ``torch._foreach_*`` kernels when every tensor is on CUDA; both paths compute the same
     arithmetic (``mul_`` + ``add_`` EMAs, ``pow`` → ``div_`` → ``add_`` denominator, ``addcdiv_``).
+    ``moment_bias_correction=False`` uses ``m̂ = m`` (the official language-model variant).
     """
     n = len(params)
     lists: dict[str, Sequence[object]] = {
@@ -181,7 +183,7 @@ def sassha(
             for r, t in zip(hessian_refreshes, refs)
         ]
     hs: list[Tensor | None] = list(hessians) if hessians is not None else [None] * n
-    bc1 = [1 - beta1**s for s in steps]
+    bc1 = [1 - beta1**s if moment_bias_correction else 1.0 for s in steps]
     active = [r > 0 for r in hessian_refreshes]
     if foreach is None:
         foreach = all(p.is_cuda for p in params)

@@ -35,9 +35,11 @@ from .functional import (
 __all__ = [
     "NonFiniteError",
     "Sassha",
+    "StepSwitch",
     "disable_running_stats",
     "enable_running_stats",
     "hutchinson_diagonal",
+    "paper_lm_schedule",
     "rademacher_like",
 ]
 
@@ -56,6 +58,9 @@ _GLOBAL_KEYS = (
     "sync_perturbation_grad",
     "keep_hessian",
     "max_grad_norm",
+    "clip_before_perturbation",
+    "rho_warmup",
+    "moment_bias_correction",
     "nonfinite",
 )
 _BIAS_CORRECTIONS = ("refresh", "step", "none")
@@ -120,6 +125,29 @@ def _finite(loss: Any) -> bool:
     return math.isfinite(float(loss))
 
 
+class StepSwitch:
+    """Piecewise-constant schedule ``t -> before if t <= steps else after`` (picklable).
+
+    Used as ``hessian_power`` by :meth:`Sassha.paper_lm`: α = 1 for the first ``steps`` steps,
+    then 0.8 (the official GPT-2 recipe: the first 2,000 of 50,000 iterations).
+    """
+
+    def __init__(self, steps: int, before: float, after: float) -> None:
+        _check(
+            isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0,
+            "steps",
+            steps,
+            "an integer >= 0",
+        )
+        self.steps, self.before, self.after = steps, float(before), float(after)
+
+    def __call__(self, t: int) -> float:
+        return self.before if t <= self.steps else self.after
+
+    def __repr__(self) -> str:
+        return f"StepSwitch(steps={self.steps}, before={self.before}, after={self.after})"
+
+
 def _grads(params: Sequence[Tensor]) -> list[Tensor]:
     """Gradients of parameters known to have one."""
     return [cast(Tensor, p.grad) for p in params]
@@ -180,6 +208,18 @@ class Sassha(Optimizer):
             buffer per parameter that no update reads (default: False, so the state is
             ``exp_avg`` and ``exp_hessian_diag``, two tensors per parameter as in AdamW).
         max_grad_norm: optional global clipping of ``g̃`` after the HVP (default: None).
+        clip_before_perturbation: also clip the first-pass gradient ``g`` to global norm
+            ``max_grad_norm`` before ``ε`` is formed from it, as the official language-model
+            trainer does (default: False). ``ε = ρ g/(‖g‖ + perturb_eps)`` does not depend on the
+            scale of ``g`` except through ``perturb_eps``, so this changes ``ε`` only when
+            ``‖g‖`` is comparable to ``perturb_eps``; it also clips the ``p.grad`` that
+            ``perturb_weights(zero_grad=False)`` leaves behind. Needs ``max_grad_norm``.
+        rho_warmup: for the first ``rho_warmup`` steps there is no perturbation (ε = 0, as
+            ρ = 0: the closure runs once, one backward per step), then ``rho`` applies
+            (official GPT-2 recipe: the first 2,000 iterations) (default: 0).
+        moment_bias_correction: divide ``m`` by ``1 − β1^s`` (default: True); False is the
+            official language-model variant (no bias correction of either moment together with
+            ``bias_correction="none"``).
         distributed: ``"auto"`` all-reduces ``g̃`` and ``Ĥ`` when a process group with world size
             > 1 is initialised; ``True``/``False`` force it (default: "auto").
         grad_reduce: ``"mean"`` or ``"sum"`` for those all-reduces (default: "mean").
@@ -210,6 +250,9 @@ class Sassha(Optimizer):
         hvp_point: str = "perturbed",
         keep_hessian: bool = False,
         max_grad_norm: float | None = None,
+        clip_before_perturbation: bool = False,
+        rho_warmup: int = 0,
+        moment_bias_correction: bool = True,
         distributed: bool | str = "auto",
         grad_reduce: str = "mean",
         sync_perturbation_grad: bool = False,
@@ -274,6 +317,25 @@ class Sassha(Optimizer):
             max_grad_norm,
             "None or a float > 0",
         )
+        _check(
+            clip_before_perturbation in (True, False)
+            and (not clip_before_perturbation or max_grad_norm is not None),
+            "clip_before_perturbation",
+            clip_before_perturbation,
+            "True or False; True needs max_grad_norm",
+        )
+        _check(
+            isinstance(rho_warmup, int) and not isinstance(rho_warmup, bool) and rho_warmup >= 0,
+            "rho_warmup",
+            rho_warmup,
+            "an integer >= 0",
+        )
+        _check(
+            moment_bias_correction in (True, False),
+            "moment_bias_correction",
+            moment_bias_correction,
+            "True or False",
+        )
         _check(isinstance(seed, int), "seed", seed, "an integer")
         self.options: dict[str, Any] = {
             "lazy_hessian": lazy_hessian,
@@ -287,6 +349,9 @@ class Sassha(Optimizer):
             "sync_perturbation_grad": sync_perturbation_grad,
             "keep_hessian": keep_hessian,
             "max_grad_norm": max_grad_norm,
+            "clip_before_perturbation": clip_before_perturbation,
+            "rho_warmup": rho_warmup,
+            "moment_bias_correction": moment_bias_correction,
             "nonfinite": nonfinite,
         }
         defaults = {
@@ -312,6 +377,58 @@ class Sassha(Optimizer):
         self._graph_grads: dict[Tensor, Tensor] = {}
         self._cycle_warning_seen = False
         super().__init__(params, defaults)
+
+    @classmethod
+    def paper_lm(
+        cls,
+        params: Iterable[Tensor] | Iterable[dict[str, Any]],
+        total_steps: int,
+        lr: float = 0.3,
+        warmup_fraction: float = 0.04,
+        **overrides: Any,
+    ) -> Sassha:
+        """The official GPT-2 recipe (paper Sec. 5, language modelling) as a preset.
+
+        With ``N = round(warmup_fraction · total_steps)`` (paper: 2,000 of 50,000 iterations):
+        ``hessian_power`` α = 1 for steps ``t ≤ N`` and 0.8 after (:class:`StepSwitch`); no bias
+        correction of either moment (``bias_correction="none"``, ``moment_bias_correction=False``);
+        ρ = 0 for the first ``N`` steps (``rho_warmup=N``), then ρ = 0.02; gradient clipping to
+        global norm 1.0 of the first-pass gradient before the perturbation and of ``g̃`` before
+        the update (``max_grad_norm=1.0``, ``clip_before_perturbation=True``); betas
+        (0.965, 0.99), λ = 2e-4 (the trainer gives weight decay to Linear weights only: pass such
+        param groups), k = 10, eps 1e-4. The peak ``lr`` 0.3 is the paper's for GPT-2 small.
+        Pair it with :func:`paper_lm_schedule` (warm-up over the same ``N`` steps, cosine to
+        1.5e-5/0.3 of the peak). Any constructor argument in ``overrides`` replaces the preset's.
+        Not reproduced: the trainer sums (``grad_reduce="sum"``) and all-reduces the first-pass
+        gradient under data parallelism (pass ``grad_reduce``/``sync_perturbation_grad``).
+
+            opt = Sassha.paper_lm(groups, total_steps=T)
+            sched = paper_lm_schedule(opt, total_steps=T)
+        """
+        _check(
+            isinstance(total_steps, int) and not isinstance(total_steps, bool) and total_steps >= 1,
+            "total_steps",
+            total_steps,
+            "an integer >= 1",
+        )
+        _check(0.0 <= warmup_fraction < 1.0, "warmup_fraction", warmup_fraction, "0 <= value < 1")
+        n = round(warmup_fraction * total_steps)
+        kwargs: dict[str, Any] = {
+            "lr": lr,
+            "betas": (0.965, 0.99),
+            "weight_decay": 2e-4,
+            "rho": 0.02,
+            "lazy_hessian": 10,
+            "eps": 1e-4,
+            "hessian_power": StepSwitch(n, 1.0, 0.8),
+            "bias_correction": "none",
+            "moment_bias_correction": False,
+            "rho_warmup": n,
+            "max_grad_norm": 1.0,
+            "clip_before_perturbation": True,
+        }
+        kwargs.update(overrides)
+        return cls(params, **kwargs)
 
     # ------------------------------------------------------------------ setup / properties
     def add_param_group(self, param_group: dict[str, Any]) -> None:
@@ -359,6 +476,9 @@ class Sassha(Optimizer):
         return self.hessian_due and (self._perturbed or not self._any_rho())
 
     def _any_rho(self) -> bool:
+        """Whether this step perturbs: some group has ρ > 0 and the ρ warm-up is over."""
+        if self._global_step < self.options["rho_warmup"]:
+            return False
         return any(g["rho"] > 0 for g in self.param_groups)
 
     def _params_with_grad(self) -> list[Tensor]:
@@ -424,6 +544,8 @@ class Sassha(Optimizer):
         if on and self.options["sync_perturbation_grad"]:
             grads = [g.detach().clone() for g in grads]
             all_reduce_coalesced(grads, mean)
+        if self.options["clip_before_perturbation"]:  # official LM trainer: clip, then ε
+            _clip_(grads, self.options["max_grad_norm"])
         adaptive = {p: g["adaptive"] for g in self.param_groups for p in g["params"]}
         scaled = [g * p.abs() if adaptive[p] else g for p, g in zip(params, grads)]
         norms = torch._foreach_norm(scaled)
@@ -433,7 +555,7 @@ class Sassha(Optimizer):
         self._saved_weights = {}
         by_param = {p: i for i, p in enumerate(params)}
         norm_value = float(norm)
-        if not self._skip_pending:
+        if not self._skip_pending and self._any_rho():  # ρ warm-up: ε = 0
             for group in self.param_groups:
                 if group["rho"] == 0:
                     continue
@@ -680,6 +802,7 @@ class Sassha(Optimizer):
                 hessian_power=alpha,
                 eps=group["eps"],
                 bias_correction=mode,
+                moment_bias_correction=self.options["moment_bias_correction"],
             )
 
     # ------------------------------------------------------------------ state dict
@@ -689,6 +812,9 @@ class Sassha(Optimizer):
         options = self.__dict__.setdefault("options", {})
         options.setdefault("hessian_warmup", 0)  # 0.2.0 had no warm-up: keep its schedule
         options.setdefault("keep_hessian", True)  # 0.2.0's default
+        options.setdefault("clip_before_perturbation", False)  # added in 0.6.0
+        options.setdefault("rho_warmup", 0)
+        options.setdefault("moment_bias_correction", True)
         for key, value in (
             ("_global_step", 0),
             ("_hvp_calls", 0),
@@ -755,6 +881,53 @@ class Sassha(Optimizer):
                 f"Sassha.load_state_dict: optimizer-wide options differ (saved, current): {diff}",
                 stacklevel=2,
             )
+
+
+@torch.no_grad()
+def _clip_(grads: list[Tensor], max_norm: float) -> None:
+    """Scale ``grads`` in place to global norm ≤ ``max_norm`` (the coefficient of
+    ``torch.nn.utils.clip_grad_norm_``: ``max_norm / (‖g‖ + 1e-6)``, capped at 1)."""
+    if not grads:
+        return
+    norms = torch._foreach_norm(grads)
+    total = torch.linalg.vector_norm(torch.stack([n.to(norms[0].device) for n in norms]))
+    coef = float(max_norm / (total + 1e-6))
+    if coef < 1.0:
+        torch._foreach_mul_(grads, coef)
+
+
+def paper_lm_schedule(
+    optimizer: Optimizer,
+    total_steps: int,
+    warmup_fraction: float = 0.04,
+    min_lr_ratio: float = 1.5e-5 / 0.3,
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """Learning-rate schedule of the official GPT-2 recipe: linear warm-up over the first
+    ``round(warmup_fraction · total_steps)`` steps (paper: 2,000 of 50,000 = 4 %), then cosine
+    decay to ``min_lr_ratio`` × the peak at ``total_steps`` (paper: 1.5e-5 for a peak of 0.3).
+
+    The factor at scheduler step ``i`` (0-based, i.e. before optimizer step ``i + 1``) is
+    ``(i + 1)/(N + 1)`` for ``i < N`` and ``r + (1 − r)·½(1 + cos(π (i − N)/(T − N)))`` after,
+    with ``N`` the warm-up steps, ``T = total_steps`` and ``r = min_lr_ratio``; call
+    ``scheduler.step()`` after each ``optimizer.step()``.
+    """
+    _check(
+        isinstance(total_steps, int) and not isinstance(total_steps, bool) and total_steps >= 1,
+        "total_steps",
+        total_steps,
+        "an integer >= 1",
+    )
+    _check(0.0 <= warmup_fraction < 1.0, "warmup_fraction", warmup_fraction, "0 <= value < 1")
+    _check(0.0 <= min_lr_ratio <= 1.0, "min_lr_ratio", min_lr_ratio, "0 <= value <= 1")
+    warm = round(warmup_fraction * total_steps)
+
+    def factor(i: int) -> float:
+        if i < warm:
+            return (i + 1) / (warm + 1)
+        progress = min(1.0, (i - warm) / max(1, total_steps - warm))
+        return min_lr_ratio + (1 - min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 def disable_running_stats(model: torch.nn.Module) -> None:
