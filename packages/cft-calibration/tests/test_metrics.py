@@ -172,7 +172,6 @@ def test_reliability_bars_are_the_bin_statistics_they_are_labelled():
     overlay drew what looked like min(accuracy, confidence))."""
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
-
     from cft_calibration.plots import reliability_figure
 
     g = torch.Generator().manual_seed(7)
@@ -193,8 +192,11 @@ def test_reliability_bars_are_the_bin_statistics_they_are_labelled():
             for patch, row in zip(patches, rows):
                 assert patch.get_y() == 0.0  # drawn from zero, nothing stacked or overlaid
                 assert patch.get_height() == pytest.approx(row[key], abs=1e-12)
-                assert row["lower"] <= patch.get_x() < patch.get_x() + patch.get_width() <= (
-                    row["upper"] + 1e-12
+                assert (
+                    row["lower"]
+                    <= patch.get_x()
+                    < patch.get_x() + patch.get_width()
+                    <= (row["upper"] + 1e-12)
                 )
         counts = [b.get_height() for b in ax_hist.containers[0].patches]
         assert counts == [r["count"] for r in C.reliability_table(p, y)]
