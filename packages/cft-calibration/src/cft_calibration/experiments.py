@@ -27,6 +27,7 @@ from .config import (
     AlignConfig,
     ConfigError,
     DemoConfig,
+    DPOConfig,
     EvaluateConfig,
     FinetuneConfig,
     PipelineConfig,
@@ -402,6 +403,8 @@ def demo_pipeline_config(cfg: DemoConfig) -> PipelineConfig:
     q = cfg.quick
     return PipelineConfig(
         base=TrainConfig(epochs=10 if q else 20, lr=1e-3, select="acc"),
+        alignment=cfg.alignment,
+        dpo=DPOConfig(steps=cfg.align_steps, lr=5e-4),
         align=AlignConfig(steps=cfg.align_steps, lr=5e-4),
         cft=TrainConfig(epochs=6 if q else 10, lr=1e-3, batch_size=16, select="ece_within_acc"),
         long=TrainConfig(epochs=6 if q else 10, lr=1e-3, batch_size=16),
