@@ -71,6 +71,9 @@ _LAZY = {
     "AlignConfig": "config",
     "TrainConfig": "config",
     "DPOConfig": "config",
+    "CausalLMConfig": "causal",
+    "CausalLMResult": "causal",
+    "run_causal_lm": "causal",
     "DPOResult": "dpo",
     "dpo_align": "dpo",
     "dpo_preference_loss": "dpo",
@@ -106,6 +109,8 @@ __all__ = [
     "FORMATS",
     "LETTERS",
     "AlignConfig",
+    "CausalLMConfig",
+    "CausalLMResult",
     "ConfigError",
     "DPOConfig",
     "DPOResult",
@@ -162,6 +167,7 @@ __all__ = [
     "predict",
     "preference_pairs",
     "reliability_table",
+    "run_causal_lm",
     "run_demo",
     "run_evaluate",
     "run_finetune",
@@ -181,6 +187,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .causal import CausalLMConfig, CausalLMResult, run_causal_lm
     from .config import (
         AlignConfig,
         ConfigError,

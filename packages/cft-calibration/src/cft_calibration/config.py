@@ -135,6 +135,9 @@ class DPOConfig:
     beta: float = param(0.1, "DPO inverse temperature beta", low=0, low_open=True, high=1000)
     batch_size: int = param(32, "questions per minibatch", low=1, high=_MAX)
     rejected: str = param("all", "rejected options per question", choices=("all", "random"))
+    disable_dropout: bool = param(
+        True, "dropout off in the policy during DPO (so policy = reference gives loss ln 2)"
+    )
     grad_clip: float | None = param(
         1.0, "gradient-norm clip", low=0, low_open=True, high=1e6, none="none"
     )

@@ -117,6 +117,28 @@ def dpo_align(
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
     result = DPOResult()
     bar = progress(cfg.steps, "align (DPO)") if progress is not None else None
+    dropouts = [m for m in scorer.modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
+    saved = [m.p for m in dropouts]
+    if cfg.disable_dropout:
+        for m in dropouts:
+            m.p = 0.0
+    try:
+        _steps(scorer, ref, data, cfg, opt, params, gen, result, bar, n)
+    finally:
+        for m, p in zip(dropouts, saved):
+            m.p = p
+    if bar is not None:
+        bar.close()
+    scorer.eval()
+    if not all(bool(torch.isfinite(p).all()) for p in params):
+        raise FloatingPointError("non-finite weights after DPO")
+    return result
+
+
+def _steps(
+    scorer: Any, ref: Any, data: Any, cfg: DPOConfig, opt: torch.optim.Optimizer,
+    params: list[nn.Parameter], gen: torch.Generator, result: DPOResult, bar: Any, n: int,
+) -> None:  # fmt: skip
     bs = min(cfg.batch_size, n)
     order: list[int] = []
     pairs = 0
@@ -153,11 +175,5 @@ def dpo_align(
             )
             if bar is not None:
                 bar.update(1)
-    if bar is not None:
-        bar.close()
-    scorer.eval()
     result.steps = cfg.steps
     result.pairs_per_step = pairs / max(1, cfg.steps)
-    if not all(bool(torch.isfinite(p).all()) for p in params):
-        raise FloatingPointError("non-finite weights after DPO")
-    return result
