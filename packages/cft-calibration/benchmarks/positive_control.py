@@ -126,6 +126,11 @@ def render(r: dict) -> str:
         f"- Target: the 95% interval of the test accuracy above chance (0.25) + {r['margin']:.2f}, "
         f"i.e. lower bound > {0.25 + r['margin']:.2f}: lower bound {lo:.3f} → **{r['verdict']}**."
     )
+    vals = [f"{h['val']['accuracy']:.3f}" for h in r["history"] if "val" in h]
+    verdict += (
+        f"\n- Validation accuracy by epoch (0 = untrained head): {', '.join(vals)}; the selected "
+        f"epoch {'is the last of the grid: longer training may add more' if r['selected_epoch'] == cfg['epochs'] else 'lies inside the grid'}."
+    )
     return head + "\n\n" + "\n".join(rows) + "\n\n" + verdict
 
 
