@@ -40,6 +40,9 @@ def test_smoke_every_stage_runs_on_a_tiny_decoder():
     assert set(frozen) == set(aligned)
     assert all(torch.equal(frozen[n], aligned[n]) for n in aligned)
     json.dumps(res.as_dict())  # the result is plain data
+    torch.manual_seed(123)  # a seed gives the same run, whatever the global RNG holds
+    again = run_causal_lm(CausalLMConfig(**TINY))
+    assert again.methods == res.methods
 
 
 def test_bad_data_is_refused_naming_the_field(tmp_path, monkeypatch):
@@ -59,9 +62,12 @@ def test_bad_data_is_refused_naming_the_field(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_dpo_makes_the_decoder_overconfident_and_ts_cft_rcft_bring_ece_down():
+    """Mechanics and direction only: this decoder, trained from scratch on 160 questions, stays near
+    chance accuracy (it carries no knowledge), so only calibration can move."""
     cfg = CausalLMConfig(
         **{**TINY, "max_questions": 400, "max_test": 200, "hidden": 32, "dpo_steps": 60,
-           "base_epochs": 2, "cft_epochs": 2, "long_epochs": 3}
+           "base_epochs": 2, "cft_epochs": 3, "long_epochs": 3, "lr": 1e-2, "lora_r": 4,
+           "lora_alpha": 8}
     )  # fmt: skip
     res = run_causal_lm(cfg)
     m = res.methods

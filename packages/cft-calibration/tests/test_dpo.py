@@ -92,11 +92,14 @@ def test_dpo_makes_a_fitted_model_overconfident_without_adding_accuracy():
     """Gold-preferred DPO on labels that are only 70% predictable (the synthetic task's Bayes
     accuracy) keeps raising the margin: confidence and conf-ECE go up on held-out data."""
     task = C.synthetic_feature_mcqa({"align": 400, "test": 1500}, seed=0)
-    scorer = C.FeatureScorer(16, hidden=0)
-    C.train(scorer, task.splits["align"], C.TrainConfig(epochs=8, lr=2e-2))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # independent of the tests run before this one
+        scorer = C.FeatureScorer(16, hidden=0)
+    # fitted to about the Bayes accuracy (0.7), so DPO cannot add accuracy by finishing the fit
+    C.train(scorer, task.splits["align"], C.TrainConfig(epochs=30, lr=2e-2))
     before = C.evaluate_scorer(scorer, task.splits["test"])
     C.dpo_align(scorer, task.splits["align"], C.DPOConfig(steps=200, lr=2e-2, seed=1))
     after = C.evaluate_scorer(scorer, task.splits["test"])
     assert after["mean_confidence"] > before["mean_confidence"] + 0.1
     assert after["conf_ece"] > before["conf_ece"] + 0.05
-    assert abs(after["accuracy"] - before["accuracy"]) < 0.05
+    assert abs(after["accuracy"] - before["accuracy"]) < 0.03

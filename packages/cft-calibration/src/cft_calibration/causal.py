@@ -143,6 +143,7 @@ def run_causal_lm(
     splits: dict[str, list[MCItem]] | None = None,
 ) -> CausalLMResult:
     """Base SFT of a small decoder -> real DPO -> TS / CFT / long SFT / RCFT with LoRA; test metrics.
+    A seed gives the same run (the caller's global RNG is left untouched).
 
     ``splits`` overrides the data (keys base, align, train, val, test; lists of :class:`MCItem`).
     """
@@ -219,7 +220,9 @@ def run_causal_lm(
     ]
     for name, train_cfg, reg in jobs:
         scorer = copy.deepcopy(aligned)
-        scorer.model = apply_lora(scorer.model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=0.0)
+        with torch.random.fork_rng(devices=[]):  # LoRA's initialisation draws from the global RNG
+            torch.manual_seed(train_cfg.seed)
+            scorer.model = apply_lora(scorer.model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=0.0)
         t0 = time.perf_counter()
         fit = train(scorer, splits["train"], train_cfg, reg, splits["val"], progress)
         res.seconds[name] = time.perf_counter() - t0
