@@ -167,3 +167,18 @@ def test_help_imports_no_torch():
 def test_lazy_names_resolve():
     assert C.TrainConfig is TrainConfig and C.run_demo.__module__ == "cft_calibration.experiments"
     assert isinstance(torch.zeros(1), torch.Tensor) and "run_finetune" in dir(C)
+
+
+def test_paper_scale_presets_the_official_lora_setting(capsys):
+    from cft_calibration.experiments import paper_scale_config
+
+    cfg = FinetuneConfig(model="tiny-clm", data="synthetic-category", paper_scale=True)
+    big = paper_scale_config(cfg)
+    assert (big.lora, big.lora_r, big.lora_alpha, big.lr, big.epochs, big.batch_size) == (
+        True, 128, 64, 5e-6, 5, 2,
+    )  # fmt: skip
+    plain = FinetuneConfig(model="tiny-clm", data="synthetic-category")
+    assert paper_scale_config(plain) is plain
+    with pytest.raises(SystemExit):
+        main(["finetune", "--help"])
+    assert "--paper-scale" in capsys.readouterr().out

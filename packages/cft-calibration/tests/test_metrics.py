@@ -163,3 +163,42 @@ def test_reliability_table_counts_and_png(tmp_path):
     png = plot_reliability({"a": (p, y, None), "b": (p, y, None)}, tmp_path / "r.png")
     cw = plot_classwise_reliability(p, y, tmp_path / "cw.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and cw.stat().st_size > 1000
+
+
+def test_reliability_bars_are_the_bin_statistics_they_are_labelled():
+    """Every plotted bar's height is read back from the figure and matched, bin by bin, against
+    reliability_table: the "accuracy" bars carry the bin accuracies and the "mean confidence" bars the
+    mean confidences, in bins where accuracy is above confidence as well as below it (the old
+    overlay drew what looked like min(accuracy, confidence))."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    from cft_calibration.plots import reliability_figure
+
+    g = torch.Generator().manual_seed(7)
+    p = torch.softmax(torch.randn(400, 4, generator=g) * 2.5, -1)
+    y = torch.randint(0, 4, (400,), generator=g)
+    y[:150] = p[:150].argmax(1)  # some bins underconfident, others overconfident
+    rows = [r for r in C.reliability_table(p, y) if r["count"]]
+    assert any(r["accuracy"] > r["confidence"] for r in rows)
+    assert any(r["accuracy"] < r["confidence"] for r in rows)
+    fig = reliability_figure({"m": (p, y, None)})
+    try:
+        ax, ax_hist = fig.axes[0], fig.axes[1]
+        bars = {c.get_label(): list(c.patches) for c in ax.containers}
+        assert set(bars) == {"accuracy", "mean confidence"}
+        for label, key in (("accuracy", "accuracy"), ("mean confidence", "confidence")):
+            patches = sorted(bars[label], key=lambda b: b.get_x())
+            assert len(patches) == len(rows)
+            for patch, row in zip(patches, rows):
+                assert patch.get_y() == 0.0  # drawn from zero, nothing stacked or overlaid
+                assert patch.get_height() == pytest.approx(row[key], abs=1e-12)
+                assert (
+                    row["lower"]
+                    <= patch.get_x()
+                    < patch.get_x() + patch.get_width()
+                    <= (row["upper"] + 1e-12)
+                )
+        counts = [b.get_height() for b in ax_hist.containers[0].patches]
+        assert counts == [r["count"] for r in C.reliability_table(p, y)]
+    finally:
+        plt.close(fig)

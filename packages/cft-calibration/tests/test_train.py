@@ -163,7 +163,7 @@ def test_pipeline_runs_every_method_and_cft_beats_aligned(small_task):
     cfg = PipelineConfig(
         hidden=32,
         base=C.TrainConfig(epochs=6, lr=3e-3, batch_size=32, select="acc"),
-        align=C.AlignConfig(steps=120, lr=5e-3),
+        dpo=C.DPOConfig(steps=120, lr=5e-3),
         cft=C.TrainConfig(epochs=5, lr=3e-3, batch_size=16, select="ece_within_acc"),
         long=C.TrainConfig(epochs=5, lr=3e-3, batch_size=16),
     )

@@ -70,6 +70,14 @@ _LAZY = {
     "temperature_nll": "temperature",
     "AlignConfig": "config",
     "TrainConfig": "config",
+    "DPOConfig": "config",
+    "CausalLMConfig": "causal",
+    "CausalLMResult": "causal",
+    "run_causal_lm": "causal",
+    "DPOResult": "dpo",
+    "dpo_align": "dpo",
+    "dpo_preference_loss": "dpo",
+    "preference_pairs": "dpo",
     "TrainResult": "train",
     "apply_lora": "train",
     "dpo_option_loss": "train",
@@ -101,7 +109,11 @@ __all__ = [
     "FORMATS",
     "LETTERS",
     "AlignConfig",
+    "CausalLMConfig",
+    "CausalLMResult",
     "ConfigError",
+    "DPOConfig",
+    "DPOResult",
     "DemoConfig",
     "DemoResult",
     "EMECERegularizer",
@@ -133,7 +145,9 @@ __all__ = [
     "conf_ece",
     "detect_format",
     "diagnose",
+    "dpo_align",
     "dpo_option_loss",
+    "dpo_preference_loss",
     "e_step",
     "evaluate_probs",
     "evaluate_scorer",
@@ -151,7 +165,9 @@ __all__ = [
     "option_ce",
     "overconfidence_gap",
     "predict",
+    "preference_pairs",
     "reliability_table",
+    "run_causal_lm",
     "run_demo",
     "run_evaluate",
     "run_finetune",
@@ -171,10 +187,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .causal import CausalLMConfig, CausalLMResult, run_causal_lm
     from .config import (
         AlignConfig,
         ConfigError,
         DemoConfig,
+        DPOConfig,
         EvaluateConfig,
         FinetuneConfig,
         PipelineConfig,
@@ -195,6 +213,7 @@ if TYPE_CHECKING:
         split_items,
         write_jsonl,
     )
+    from .dpo import DPOResult, dpo_align, dpo_preference_loss, preference_pairs
     from .experiments import (
         DemoResult,
         EvaluateResult,

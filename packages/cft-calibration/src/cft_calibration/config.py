@@ -28,6 +28,7 @@ __all__ = [
     "MODEL_NAMES",
     "AlignConfig",
     "ConfigError",
+    "DPOConfig",
     "DemoConfig",
     "EvaluateConfig",
     "FinetuneConfig",
@@ -122,6 +123,31 @@ class AlignConfig:
 
 
 @dataclass
+class DPOConfig:
+    """Direct preference optimisation on option preferences (:func:`~cft_calibration.dpo.dpo_align`):
+    the chosen answer is the gold option, the rejected one every other valid option
+    (``rejected="all"``, K - 1 pairs per question) or one drawn uniformly (``"random"``); the
+    reference is the frozen starting model."""
+
+    steps: int = param(300, "optimiser steps (minibatches over a reshuffled pass)", low=0,
+                       high=10_000_000)  # fmt: skip
+    lr: float = param(5e-4, "AdamW learning rate", low=0, low_open=True, high=1)
+    beta: float = param(0.1, "DPO inverse temperature beta", low=0, low_open=True, high=1000)
+    batch_size: int = param(32, "questions per minibatch", low=1, high=_MAX)
+    rejected: str = param("all", "rejected options per question", choices=("all", "random"))
+    disable_dropout: bool = param(
+        True, "dropout off in the policy during DPO (so policy = reference gives loss ln 2)"
+    )
+    grad_clip: float | None = param(
+        1.0, "gradient-norm clip", low=0, low_open=True, high=1e6, none="none"
+    )
+    seed: int = param(0, "random seed", low=0, high=_SEED)
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+@dataclass
 class PipelineConfig:
     """Budgets of every stage of the demo pipeline (defaults: the cached-feature head on CPU).
 
@@ -132,6 +158,11 @@ class PipelineConfig:
     hidden: int = param(256, "hidden width of the feature head", low=1, high=65536)
     dropout: float = param(0.1, "dropout of the head", low=0, high=1, high_open=True)
     base: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=20, lr=1e-3, select="acc"))
+    alignment: str = param(
+        "dpo", "how the aligned model is made: real DPO (gold over wrong options, frozen reference) "
+        "or the 0.2.0 simulation (chosen = the model's own answer)", choices=("dpo", "simulated"),
+    )  # fmt: skip
+    dpo: DPOConfig = field(default_factory=lambda: DPOConfig(steps=300, lr=1e-3))
     align: AlignConfig = field(default_factory=lambda: AlignConfig(steps=300, lr=1e-3))
     cft: TrainConfig = field(
         default_factory=lambda: TrainConfig(epochs=3, lr=1e-3, select="ece_within_acc")
@@ -150,6 +181,8 @@ class PipelineConfig:
                 raise ConfigError(name, f"{name} must be a TrainConfig")
         if not isinstance(self.align, AlignConfig):
             raise ConfigError("align", "align must be an AlignConfig")
+        if not isinstance(self.dpo, DPOConfig):
+            raise ConfigError("dpo", "dpo must be a DPOConfig")
         if any(not (isinstance(x, (int, float)) and 0 <= x <= 1e4) for x in self.lams):
             raise ConfigError("lams", f"lams={self.lams!r}: expected numbers >= 0 and <= 10000")
         unknown = [m for m in self.methods if m not in METHODS]
@@ -271,6 +304,11 @@ class FinetuneConfig(_ModelJob):
     lora: bool = param(False, "train LoRA adapters instead of all weights (the [lora] extra)")
     lora_r: int = param(16, "LoRA rank (the official code uses 128)", low=1, high=4096)
     lora_alpha: int = param(32, "LoRA alpha (the official code uses 64)", low=1, high=65536)
+    paper_scale: bool = param(
+        False, "the official 7-8B setting, for GPU users: LoRA r=128, alpha 64, dropout 0.05 on all "
+        "linear layers, lr 5e-6, 5 epochs, batch 2 per process, bf16 weights on CUDA (replaces "
+        "lora, lora_r, lora_alpha, lr, epochs and batch_size)",
+    )  # fmt: skip
 
 
 @dataclass
@@ -293,7 +331,11 @@ class DemoConfig:
         high=_MAX, none="auto",
     )  # fmt: skip
     seeds: int = param(1, "number of seeds, from seed on", low=1, high=1000)
-    align_steps: int = param(200, "DPO steps of the alignment simulation", low=0, high=1_000_000)
+    alignment: str = param(
+        "dpo", "dpo (gold over wrong options against the frozen base model) or simulated (0.2.0: "
+        "chosen = the model's own answer)", choices=("dpo", "simulated"),
+    )  # fmt: skip
+    align_steps: int = param(200, "DPO steps of the alignment", low=0, high=1_000_000)
     lam: float = param(1.0, "RCFT regulariser weight lambda", low=0, high=1e4)
     cache_dir: str | None = param(
         None, "folder for cached MiniLM features (default: ~/.cache/cft-calibration)",

@@ -11,6 +11,7 @@ field.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -27,6 +28,7 @@ from .config import (
     AlignConfig,
     ConfigError,
     DemoConfig,
+    DPOConfig,
     EvaluateConfig,
     FinetuneConfig,
     PipelineConfig,
@@ -40,6 +42,7 @@ __all__ = [
     "EvaluateResult",
     "FinetuneResult",
     "RegimeResult",
+    "paper_scale_config",
     "resolve_data",
     "run_demo",
     "run_evaluate",
@@ -238,9 +241,43 @@ class FinetuneResult:
         return {k: v for k, v in vars(self).items() if k not in skip}
 
 
+PAPER_SCALE: dict[str, Any] = {
+    "lora": True, "lora_r": 128, "lora_alpha": 64, "lr": 5e-6, "epochs": 5, "batch_size": 2,
+}  # fmt: skip
+
+
+def paper_scale_config(cfg: FinetuneConfig) -> FinetuneConfig:
+    """``cfg`` with the official code's fine-tuning setting (``PAPER_SCALE``: LoRA r = 128, alpha 64,
+    lr 5e-6, 5 epochs, batch 2 per process; LoRA dropout 0.05 on all linear layers and bf16 weights on
+    CUDA are applied by :func:`run_finetune`) when ``cfg.paper_scale`` is set, else ``cfg``. Meant for
+    7-8B aligned models on GPUs (e.g. ``torchrun --nproc_per_node 2``, as the official scripts use);
+    not run on this package's CPU machines."""
+    return dataclasses.replace(cfg, **PAPER_SCALE) if cfg.paper_scale else cfg
+
+
+def _init_distributed(cfg: Any) -> int:
+    """The process's rank when it runs data-parallel, -1 otherwise. Under ``torchrun`` / ``accelerate
+    launch`` (``WORLD_SIZE`` > 1 in the environment) the default process group is initialised here
+    (gloo on CPU, nccl on CUDA) unless the caller already did."""
+    import torch.distributed as td
+
+    if td.is_available() and td.is_initialized():
+        return int(td.get_rank()) if td.get_world_size() > 1 else -1
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        td.init_process_group("nccl" if str(cfg.device).startswith("cuda") else "gloo")
+        return int(td.get_rank())
+    return -1
+
+
 def run_finetune(cfg: FinetuneConfig, out: Any = None, progress: Progress = None) -> FinetuneResult:
     """CFT or RCFT of ``cfg.model`` on ``cfg.data``; calibration on validation (and test) before and
-    after. With ``out``: the model is saved to ``out/model`` and a reliability diagram beside it."""
+    after. With ``out``: the model is saved to ``out/model`` and a reliability diagram beside it.
+
+    Data-parallel under ``torchrun --nproc_per_node N`` (or any initialised process group): each
+    optimiser step splits the ``batch_size`` questions over the ranks and averages the gradients
+    (:func:`cft_calibration.train.distributed`), so N processes take the same steps as one process on
+    the same batches; every rank ends with the same weights, rank 0 writes ``out``."""
+    cfg = paper_scale_config(cfg)
     items = _load_items(cfg, "data", cfg.data, cfg.split)
     val_items = None
     if cfg.val_data is not None:
@@ -260,6 +297,13 @@ def run_finetune(cfg: FinetuneConfig, out: Any = None, progress: Progress = None
         val_items, items = split_items(items, [fr, 1 - fr], seed=cfg.seed)
     if cfg.lora:
         C.require("peft", DIST, "lora", "lora")
+    rank = _init_distributed(cfg)
+    if rank > 0:  # under torchrun: rank 0 alone shows progress and writes files
+        out, progress = None, None
+    device = cfg.device
+    if rank >= 0 and device == "cuda":
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}"
+        cfg = dataclasses.replace(cfg, device=device)
     folder = _plots(out)
     _set_threads(cfg.threads)
     from .metrics import evaluate_probs
@@ -267,6 +311,8 @@ def run_finetune(cfg: FinetuneConfig, out: Any = None, progress: Progress = None
     from .train import apply_lora, official_regularizer, train
 
     scorer, info = _scorer(cfg, items + val_items + (test_items or []))
+    if cfg.paper_scale and str(device).startswith("cuda"):
+        scorer.model = scorer.model.to(torch.bfloat16)
     if cfg.lora:
         scorer.model = apply_lora(scorer.model, r=cfg.lora_r, alpha=cfg.lora_alpha)
     causal = hasattr(scorer, "letter_ids")
@@ -402,6 +448,8 @@ def demo_pipeline_config(cfg: DemoConfig) -> PipelineConfig:
     q = cfg.quick
     return PipelineConfig(
         base=TrainConfig(epochs=10 if q else 20, lr=1e-3, select="acc"),
+        alignment=cfg.alignment,
+        dpo=DPOConfig(steps=cfg.align_steps, lr=5e-4),
         align=AlignConfig(steps=cfg.align_steps, lr=5e-4),
         cft=TrainConfig(epochs=6 if q else 10, lr=1e-3, batch_size=16, select="ece_within_acc"),
         long=TrainConfig(epochs=6 if q else 10, lr=1e-3, batch_size=16),

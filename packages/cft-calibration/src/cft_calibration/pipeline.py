@@ -1,6 +1,7 @@
 """The demonstration pipeline shared by ``cft-calibration demo`` and the benchmarks.
 
-base SFT (pre-alignment model) -> DPO simulation (the "aligned", overconfident model) -> from the same
+base SFT (pre-alignment model) -> DPO (the "aligned", overconfident model: real DPO with the gold option
+preferred over the wrong ones against the frozen base model, or the 0.2.0 simulation) -> from the same
 aligned checkpoint: temperature scaling (fit on validation), label smoothing, CFT, long SFT, RCFT (E-step
 every epoch) and RCFT with the official once-only E-step -> metrics on the test (and OOD) splits.
 Every method shares the data and starts from the same aligned weights.
@@ -19,6 +20,7 @@ import torch
 
 from .config import METHODS, PipelineConfig
 from .data import MCItem, split_items
+from .dpo import dpo_align
 from .metrics import evaluate_probs
 from .regularizer import EMECERegularizer
 from .scoring import FeatureScorer, predict
@@ -141,8 +143,15 @@ def run_pipeline(
 
     aligned = copy.deepcopy(scorer)
     t0 = time.perf_counter()
-    align_cfg = _with_seed(cfg.align, seed * 1000 + 2)
-    simulate_alignment(aligned, splits["align"], align_cfg, progress)
+    if cfg.alignment == "dpo":
+        dpo = dpo_align(
+            aligned, splits["align"], _with_seed(cfg.dpo, seed * 1000 + 2), None, progress
+        )
+        out["dpo"] = {"final": dpo.history[-1] if dpo.history else {}, "steps": dpo.steps}
+    else:
+        simulate_alignment(
+            aligned, splits["align"], _with_seed(cfg.align, seed * 1000 + 2), progress
+        )
     out["seconds"]["align"] = time.perf_counter() - t0
     record("aligned", aligned)
 

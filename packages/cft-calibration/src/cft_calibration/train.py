@@ -27,6 +27,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "apply_lora",
+    "distributed",
     "dpo_option_loss",
     "e_step",
     "evaluate_scorer",
@@ -155,8 +156,8 @@ def train(
     sched = _schedule(opt, total, cfg.warmup)
     result = TrainResult()
     states: dict[int, dict[str, Tensor]] = {}
+    dist = distributed()
     bar = progress(total, "train") if progress is not None else None
-    with_answer = cfg.sft_loss == "full_vocab"
 
     def snapshot() -> dict[str, Tensor]:
         return {k: v.detach().clone() for k, v in scorer.state_dict().items()}
@@ -193,24 +194,18 @@ def train(
             sums = {"loss": 0.0, "sft": 0.0, "reg": 0.0}
             for s in range(steps_per_epoch):
                 idx = order[s * cfg.batch_size : (s + 1) * cfg.batch_size]
-                out = scorer(scorer.batch(train_data, idx, with_answer=with_answer))
-                if with_answer:
-                    assert out.lm_loss is not None
-                    sft = out.lm_loss
-                else:
-                    sft = option_ce(out.logits, out.labels, out.mask, cfg.label_smoothing)
-                reg = torch.zeros((), device=sft.device)
-                if regularizer is not None:
-                    reg = regularizer(_probs(out.logits), out.mask)
-                if cfg.official:
-                    loss = (1 - cfg.alpha) * sft + cfg.alpha * 1e-3 * reg
-                else:
-                    lam = regularizer.lam if regularizer is not None else 0.0
-                    loss = sft + lam * reg
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"non-finite loss at epoch {epoch}, step {s + 1}")
                 opt.zero_grad(set_to_none=True)
-                loss.backward()
+                if dist is None:
+                    loss, sft, reg = _batch_loss(scorer, train_data, idx, cfg, regularizer)
+                    if not torch.isfinite(loss):
+                        raise FloatingPointError(f"non-finite loss at epoch {epoch}, step {s + 1}")
+                    loss.backward()
+                else:
+                    loss, sft, reg = _ddp_backward(
+                        dist, scorer, train_data, idx, cfg, regularizer, params
+                    )
+                    if not torch.isfinite(loss):
+                        raise FloatingPointError(f"non-finite loss at epoch {epoch}, step {s + 1}")
                 if cfg.grad_clip is not None:
                     torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
                 opt.step()
@@ -240,6 +235,73 @@ def train(
         raise FloatingPointError(f"non-finite weights after epoch {result.selected_epoch}")
     scorer.eval()
     return result
+
+
+def distributed() -> Any:
+    """``torch.distributed`` when a process group of more than one process is initialised (a run under
+    ``torchrun`` / Accelerate / ``torch.multiprocessing``), else ``None``."""
+    import torch.distributed as td
+
+    if td.is_available() and td.is_initialized() and td.get_world_size() > 1:
+        return td
+    return None
+
+
+def _batch_loss(
+    scorer: Any, data: Any, idx: list[int], cfg: TrainConfig, regularizer: EMECERegularizer | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(total loss, SFT term, regulariser term) of one minibatch; every term is a mean over items."""
+    with_answer = cfg.sft_loss == "full_vocab"
+    out = scorer(scorer.batch(data, idx, with_answer=with_answer))
+    if with_answer:
+        assert out.lm_loss is not None
+        sft = out.lm_loss
+    else:
+        sft = option_ce(out.logits, out.labels, out.mask, cfg.label_smoothing)
+    reg = torch.zeros((), device=sft.device)
+    if regularizer is not None:
+        reg = regularizer(_probs(out.logits), out.mask)
+    if cfg.official:
+        loss = (1 - cfg.alpha) * sft + cfg.alpha * 1e-3 * reg
+    else:
+        lam = regularizer.lam if regularizer is not None else 0.0
+        loss = sft + lam * reg
+    return loss, sft, reg
+
+
+def _ddp_backward(
+    dist: Any,
+    scorer: Any,
+    data: Any,
+    idx: list[int],
+    cfg: TrainConfig,
+    regularizer: EMECERegularizer | None,
+    params: list[nn.Parameter],
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Data-parallel backward of one global minibatch: rank r takes ``idx[r::world]``, its mean loss is
+    weighted by its share n_r / n of the batch and the gradients are summed over ranks (one
+    all-reduce), so every rank holds the gradient of the mean loss over the whole batch — what one
+    process computes on it (exact for per-item-mean losses; the official per-bin-sum regulariser
+    weighting is averaged per rank, as HF Trainer's DDP does). Returns the global loss terms."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local = idx[rank::world]
+    dev = params[0].device
+    terms = torch.zeros(3, dtype=torch.float64, device=dev)
+    if local:
+        w = len(local) / len(idx)
+        loss, sft, reg = _batch_loss(scorer, data, local, cfg, regularizer)
+        (loss * w).backward()
+        terms += torch.stack([loss.detach(), sft.detach(), reg.detach()]).double() * w
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    dist.all_reduce(terms)
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[offset : offset + n].view_as(p).to(p.dtype).clone()
+        offset += n
+    return terms[0], terms[1], terms[2]
 
 
 def train_cft(
