@@ -27,6 +27,8 @@ __all__ = [
     "StageSettings",
     "TeacherGateError",
     "evaluate",
+    "init_distributed",
+    "is_main_process",
     "kd_loss",
     "majority_baseline",
     "metrics_for",
@@ -252,6 +254,53 @@ def teacher_gate(
             "passed": passed, "message": message}  # fmt: skip
 
 
+# ---------------------------------------------------------------------------- distributed
+
+
+def _world() -> tuple[int, int]:
+    """(rank, world size) of the default process group, (0, 1) without one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def is_main_process() -> bool:
+    """True on rank 0 of a ``torchrun`` job (and always without one): the process that writes."""
+    return _world()[0] == 0
+
+
+def barrier() -> None:
+    """Wait for every rank (no-op without a process group)."""
+    import torch.distributed as dist
+
+    if _world()[1] > 1:
+        dist.barrier()
+
+
+def init_distributed() -> bool:
+    """Join the ``torchrun`` job described by the environment (``WORLD_SIZE`` > 1), gloo on CPU;
+    returns whether this process is part of a multi-process job."""
+    import os
+
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or not dist.is_available():
+        return False
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")
+    return True
+
+
+def _sync_buffers(model: nn.Module) -> None:
+    """Copy rank 0's buffers (BSPN statistics, quantiser flags) to every rank."""
+    import torch.distributed as dist
+
+    for buf in model.buffers():
+        dist.broadcast(buf, 0)
+
+
 # --------------------------------------------------------------------------------- training
 
 
@@ -334,6 +383,12 @@ def train_stage(
         return max(0.0, (steps - step) / max(1, steps - warm))
 
     sched = torch.optim.lr_scheduler.LambdaLR(optim, schedule)
+    rank, world = _world()
+    forward: nn.Module = student
+    if world > 1:  # torchrun: every rank takes its share of each (identically shuffled) batch
+        from torch.nn.parallel import DistributedDataParallel
+
+        forward = DistributedDataParallel(student, find_unused_parameters=True)
     if teacher is not None:
         teacher.train(settings.teacher_train_mode)
     regression = student.config.num_labels == 1
@@ -346,6 +401,8 @@ def train_stage(
     last_loss = math.nan
 
     def check() -> None:
+        if world > 1:  # identical states, hence identical checkpoint choices, on every rank
+            _sync_buffers(student)
         metrics, _ = evaluate(student, val, task)
         history.append({"step": step, "loss": last_loss, **metrics})
         if metrics["main"] > best["main"]:
@@ -358,7 +415,9 @@ def train_stage(
         ):
             if step >= steps:
                 break
-            out = student(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            if world > 1:
+                batch = _shard(batch, rank, world, student)
+            out = forward(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
             if teacher is None:
                 loss = _label_loss(out.logits, batch["labels"], regression)
             else:
@@ -401,6 +460,19 @@ def train_stage(
         "history": history,
         "wall_time_s": time.perf_counter() - start,
     }
+
+
+def _shard(batch: dict[str, Tensor], rank: int, world: int, model: nn.Module) -> dict[str, Tensor]:
+    """Rank ``rank``'s rows of a batch (every ``world``-th). The whole batch on every rank while a
+    quantiser step is still uninitialised (it is set from the first batch it sees, so all ranks must
+    see the same one) or when the batch has fewer rows than ranks."""
+    uninit = any(
+        not bool(b) for n, b in model.named_buffers() if n.endswith("initialized")
+    )
+    rows = batch["input_ids"].shape[0]
+    if uninit or rows < world:
+        return batch
+    return {k: v[rank::world] for k, v in batch.items()}
 
 
 def _label_loss(logits: Tensor, labels: Tensor, regression: bool) -> Tensor:
@@ -539,9 +611,11 @@ def run_pipeline(
                                    quiet=quiet)  # fmt: skip
             else:
                 model, info = _distil_stage(previous, stage, train, val, task, settings, quiet, log)
-            _save(out, stage, model, stage_key, info)
-            if save_extra is not None:
-                save_extra(_stage_dir(out, stage))
+            if is_main_process():  # under torchrun, rank 0 writes; the others wait for it
+                _save(out, stage, model, stage_key, info)
+                if save_extra is not None:
+                    save_extra(_stage_dir(out, stage))
+            barrier()
         dev_metrics, dev_pred = evaluate(model, dev, task)
         results["stages"][stage] = {
             "val": info["val_main"],

@@ -197,6 +197,7 @@ def _energy_summary(report: dict[str, Any]) -> dict[str, Any]:
             "e_snn_pJ", "energy_ratio", "ann_macs_total", "constants_pJ", "constants_source")  # fmt: skip
     out = {k: report[k] for k in keep}
     out["components_pJ"] = {k: v["energy_pJ"] for k, v in report["components"].items()}
+    out["convention"] = report["convention"]
     return out
 
 
@@ -277,12 +278,20 @@ def run_distill(
     import torch
 
     from .data import encode, iterate_batches
-    from .distill import TeacherGateError, majority_baseline, run_pipeline
+    from .distill import (
+        TeacherGateError,
+        barrier,
+        init_distributed,
+        is_main_process,
+        majority_baseline,
+        run_pipeline,
+    )
     from .energy import EnergyConstants, energy_report
 
     with _blame("teacher"):
         teacher, tokenizer, teacher_name = load_teacher(cfg.teacher, train_split.num_labels)
     torch.set_num_threads(cfg.threads)
+    init_distributed()  # under torchrun: DDP over the ranks (gloo), rank 0 writes
     gen = torch.Generator().manual_seed(cfg.seed)
     order = torch.randperm(len(train_split), generator=gen).tolist()
     val_n = min(cfg.val_size, max(1, len(order) // 5))
@@ -331,7 +340,9 @@ def run_distill(
     )  # fmt: skip
     if "snn" in res:
         result.snn_dir = out / "snn"
-        write_snn(res["final"], tokenizer, result.snn_dir, info)
+        if is_main_process():
+            write_snn(res["final"], tokenizer, result.snn_dir, info)
+        barrier()
         report = energy_report(res["snn"], list(iterate_batches(dev, 64)), EnergyConstants())
         result.energy = _energy_summary(report)
     return result
