@@ -224,7 +224,9 @@ def bench_energy_accounts() -> dict:
     """Both accounts of the measured MiniLM spiking runs in results/glue.json (no new training)."""
     glue = _load("glue")
     if not glue:
-        raise SystemExit("energy_accounts needs results/glue.json (python benchmarks/run.py --only glue)")
+        raise SystemExit(
+            "energy_accounts needs results/glue.json (python benchmarks/run.py --only glue)"
+        )
     runs = []
     for r in glue["runs"]:
         if "energy" in r:
@@ -470,8 +472,18 @@ def render() -> str:
     return "\n".join(out).strip() + "\n"
 
 
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
-        10: 2.228}  # two-sided 95 % t quantiles
+T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+}  # two-sided 95 % t quantiles
 
 
 def _interval(diffs: list[float]) -> tuple[float, float, float]:
@@ -647,8 +659,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paper-scale", action="store_true",
                         help="glue: the official per-task budget (full training sets; see "
                         "PAPER_SCALE), written to results/glue_paper_scale.json")  # fmt: skip
-    parser.add_argument("--resume", action="store_true",
-                        help="recipe: keep the finished cells of results/recipe.json")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="recipe: keep the finished cells of results/recipe.json",
+    )
     parser.add_argument("--arms", nargs="*", default=list(RECIPE_ARMS), choices=list(RECIPE_ARMS),
                         help="recipe: the arms to run, in priority order")  # fmt: skip
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="shared data folder")

@@ -66,4 +66,6 @@ def test_two_gloo_ranks_end_with_identical_weights(tmp_path):
     from transformers import BertForSequenceClassification
 
     teacher = BertForSequenceClassification(tiny_bert_config())
-    assert not torch.equal(a["state"]["classifier.weight"], teacher.state_dict()["classifier.weight"])
+    assert not torch.equal(
+        a["state"]["classifier.weight"], teacher.state_dict()["classifier.weight"]
+    )

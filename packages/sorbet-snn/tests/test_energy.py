@@ -76,11 +76,21 @@ def test_linear_macs_within_thop_total():
 
 def _hand_report(acs: float, attention_acs: float, time_steps: int = 4) -> dict:
     return {
-        "constants_pJ": {"e_mac_fp32": 4.6, "e_ac": 0.9, "e_add_fp32": 0.9, "e_mult_fp32": 3.7,
-                         "e_add_int": 0.1, "e_shift": 0.1},  # fmt: skip
+        "constants_pJ": {
+            "e_mac_fp32": 4.6,
+            "e_ac": 0.9,
+            "e_add_fp32": 0.9,
+            "e_mult_fp32": 3.7,
+            "e_add_int": 0.1,
+            "e_shift": 0.1,
+        },
         "components": {"linear_acs": {"ac": acs}, "attention_acs": {"ac": attention_acs}},
-        "ann_macs": {"encoder_linear": 12.0, "encoder_attention": 0.0, "pooler": 0.0,
-                     "classifier": 8.0},  # fmt: skip
+        "ann_macs": {
+            "encoder_linear": 12.0,
+            "encoder_attention": 0.0,
+            "pooler": 0.0,
+            "classifier": 8.0,
+        },
         "ann_macs_total": 20.0,
         "time_steps": time_steps,
     }

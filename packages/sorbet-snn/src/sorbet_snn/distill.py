@@ -466,9 +466,7 @@ def _shard(batch: dict[str, Tensor], rank: int, world: int, model: nn.Module) ->
     """Rank ``rank``'s rows of a batch (every ``world``-th). The whole batch on every rank while a
     quantiser step is still uninitialised (it is set from the first batch it sees, so all ranks must
     see the same one) or when the batch has fewer rows than ranks."""
-    uninit = any(
-        not bool(b) for n, b in model.named_buffers() if n.endswith("initialized")
-    )
+    uninit = any(not bool(b) for n, b in model.named_buffers() if n.endswith("initialized"))
     rows = batch["input_ids"].shape[0]
     if uninit or rows < world:
         return batch
@@ -501,7 +499,7 @@ class PipelineSettings:
 
     def student_plan(self) -> list[str]:
         """The student stages in order (S1 split into S1a, S1b, S1 with ``split_s1``)."""
-        plan = [s for s in ("S1", "S2", "S3") if s in self.stages]
+        plan: list[str] = [s for s in ("S1", "S2", "S3") if s in self.stages]
         if self.split_s1 and "S1" in plan:
             plan[0:1] = ["S1a", "S1b", "S1"]
         return plan
@@ -510,7 +508,9 @@ class PipelineSettings:
         """The student settings tried in each stage (one unless ``student_grid``)."""
         if not self.student_grid:
             return [self.student]
-        return [replace(self.student, lr=float(lr), epochs=float(ep)) for lr, ep in self.student_grid]
+        return [
+            replace(self.student, lr=float(lr), epochs=float(ep)) for lr, ep in self.student_grid
+        ]
 
 
 def _stage_dir(out: Path, stage: str) -> Path:

@@ -253,8 +253,9 @@ def _pipeline_settings(cfg: DistillConfig, tiny: bool) -> Any:
     return PipelineSettings(
         stages=tuple(cfg.stages),
         teacher=StageSettings(epochs=cfg.teacher_epochs, lr=teacher_lr, **common),
-        student=StageSettings(epochs=cfg.epochs, lr=cfg.lr, distill_loss=cfg.distill_loss,
-                              **common),  # fmt: skip
+        student=StageSettings(
+            epochs=cfg.epochs, lr=cfg.lr, distill_loss=cfg.distill_loss, **common
+        ),
         finetune_teacher=cfg.finetune_teacher,
         overrides=overrides,
         engine=cfg.engine,
