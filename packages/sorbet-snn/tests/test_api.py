@@ -41,11 +41,13 @@ def test_quickstart_python_calls(tiny, tmp_path):
     """The README quickstart: distil, then evaluate, export and count energy, all from Python."""
     _, data, teacher = tiny
     cfg = DistillConfig(data=data, teacher=teacher, stages=("S1", "S2", "S3", "S4"), max_steps=3,
-                        max_len=16, val_size=50, eval_every=0)  # fmt: skip
+                        max_len=16, val_size=50, eval_every=0, teacher_gate=False)  # fmt: skip
     result = run_distill(cfg, tmp_path / "run")
     res = result.as_dict()
     assert list(res) == ["task", "teacher", "train_examples", "val_examples", "dev_split",
-                         "dev_examples", "stages", "majority_baseline", "energy"]  # fmt: skip
+                         "dev_examples", "stages", "majority_baseline", "teacher_gate",
+                         "energy"]  # fmt: skip
+    assert res["teacher_gate"]["passed"] is False  # a random teacher, distilled anyway
     assert res["stages"]["S4"]["agreement_with_S3"] == 1.0 and res["stages"]["S3"]["steps"] == 3
     assert (
         result.snn_dir == tmp_path / "run" / "snn" and (result.snn_dir / "spiking.json").is_file()
@@ -68,11 +70,28 @@ def test_diverged_training_fails_naming_the_rate(tiny, tmp_path, monkeypatch, ca
     _, data, teacher = tiny
     out = tmp_path / "o"
     argv = ["distill", "--data", str(data), "--teacher", str(teacher), "--stages", "S1,S2,S3",
-            "--max-len", "16", "--out", str(out), "--quiet"]  # fmt: skip
+            "--max-len", "16", "--no-teacher-gate", "--out", str(out), "--quiet"]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--lr" in err[0] and "diverged" in err[0]
     assert not out.exists()  # no results for a run that did not train
+
+
+def test_random_teacher_stops_at_the_gate_in_one_line(tiny, tmp_path, capsys):
+    """A teacher no better than the majority class: distil stops before S1, one line, exit 2."""
+    _, data, teacher = tiny
+    out = tmp_path / "o"
+    argv = ["distill", "--data", str(data), "--teacher", str(teacher), "--stages", "S1,S2,S3,S4",
+            "--max-len", "16", "--val-size", "50", "--out", str(out), "--quiet"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--teacher-gate" in err[0] and "--no-teacher-gate" in err[0]
+    assert "not above the majority class" in err[0]
+    assert not (out / "stages" / "S1").exists()  # stopped before distilling
+    with pytest.raises(ConfigError, match="teacher gate") as info:
+        run_distill(DistillConfig(data=data, teacher=teacher, stages=("S1",), max_len=16,
+                                  val_size=50), tmp_path / "p")  # fmt: skip
+    assert info.value.field == "teacher_gate"
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,8 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path):
     teacher = BertForSequenceClassification(tiny_bert_config()).eval()
     train, val, dev = _data(16, 0), _data(8, 1), _data(8, 2)
     quick = StageSettings(epochs=1, batch_size=8, eval_every=0)
-    settings = PipelineSettings(teacher=quick, student=quick, finetune_teacher="always")
+    settings = PipelineSettings(teacher=quick, student=quick, finetune_teacher="always",
+                                teacher_gate=False)  # fmt: skip
     logs: list[str] = []
     res = run_pipeline(teacher, train, val, dev, "SST-2", tmp_path, settings, quiet=True,
                        log=logs.append)  # fmt: skip
@@ -84,7 +85,7 @@ def test_pipeline_runs_every_stage_and_resumes(tmp_path):
     assert sum("resumed" in line for line in logs) == 4
     assert again["stages"]["S3"]["dev"] == res["stages"]["S3"]["dev"]
     other = PipelineSettings(teacher=quick, student=StageSettings(epochs=2, batch_size=8,
-                             eval_every=0), finetune_teacher="always")  # fmt: skip
+                             eval_every=0), finetune_teacher="always", teacher_gate=False)  # fmt: skip
     with pytest.raises(ValueError, match="other settings"):
         run_pipeline(teacher, train, val, dev, "SST-2", tmp_path, other, quiet=True,
                      log=logs.append)  # fmt: skip

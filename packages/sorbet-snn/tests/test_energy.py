@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from sorbet_snn import SorbetConfig
@@ -70,3 +72,54 @@ def test_linear_macs_within_thop_total():
     ours = ann_macs(cfg, torch.tensor([10.0]))
     linear = ours["encoder_linear"] + ours["pooler"]
     assert linear <= macs  # thop also counts the attention products and norms it knows
+
+
+def _hand_report(acs: float, attention_acs: float, time_steps: int = 4) -> dict:
+    return {
+        "constants_pJ": {
+            "e_mac_fp32": 4.6,
+            "e_ac": 0.9,
+            "e_add_fp32": 0.9,
+            "e_mult_fp32": 3.7,
+            "e_add_int": 0.1,
+            "e_shift": 0.1,
+        },
+        "components": {"linear_acs": {"ac": acs}, "attention_acs": {"ac": attention_acs}},
+        "ann_macs": {
+            "encoder_linear": 12.0,
+            "encoder_attention": 0.0,
+            "pooler": 0.0,
+            "classifier": 8.0,
+        },
+        "ann_macs_total": 20.0,
+        "time_steps": time_steps,
+    }
+
+
+def test_convention_energy_closed_form():
+    from sorbet_snn.energy import convention_energy
+
+    # the 4 -> 3 layer fed levels [0, 1, 2, 3] at T = 4: 6 spikes x 3 outputs = 18 SOPs for 12 MACs
+    conv = convention_energy(_hand_report(18.0, 0.0))
+    assert conv["sops"] == 18 and conv["spiking_macs"] == 12 and conv["acs_per_mac"] == 1.5
+    assert math.isclose(conv["e_snn_pJ"], 0.9 * 18 + 4.6 * 8)  # SOPs + the FP classifier
+    assert math.isclose(conv["e_ann_pJ"], 4.6 * 20)
+    assert math.isclose(conv["energy_ratio"], 4.6 * 20 / (0.9 * 18 + 4.6 * 8))
+    assert math.isclose(conv["energy_ratio_one_step"], 4.6 * 20 / (0.9 * 18 / 4 + 4.6 * 8))
+    assert math.isclose(conv["break_even_acs_per_mac"], 4.6 / 0.9)
+    # without a classifier the ratio is e_mac / (e_ac * spikes per input element)
+    bare = _hand_report(18.0, 0.0)
+    bare["ann_macs"]["classifier"], bare["ann_macs_total"] = 0.0, 12.0
+    assert math.isclose(convention_energy(bare)["energy_ratio"], 4.6 / (0.9 * 1.5))
+
+
+def test_convention_counts_a_subset_of_ours(tiny_snn_report):
+    from sorbet_snn.energy import convention_energy
+
+    base, _ = tiny_snn_report
+    conv = convention_energy(base)
+    acs = base["components"]["linear_acs"]["ac"] + base["components"]["attention_acs"]["ac"]
+    assert conv["sops"] == acs and conv["e_ann_pJ"] == base["e_ann_pJ"]
+    assert conv["e_snn_pJ"] < base["e_snn_pJ"]  # ours adds rescales, norms, softmax, offsets
+    assert conv["energy_ratio"] > base["energy_ratio"]
+    assert conv["energy_ratio_one_step"] > conv["energy_ratio"]

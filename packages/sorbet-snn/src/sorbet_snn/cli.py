@@ -67,6 +67,10 @@ def cmd_energy(args: argparse.Namespace) -> Report:
     text += (f"\nE_ANN / E_SNN = {r['energy_ratio']:.2f}x; firing rate {r['firing_rate']:.3f}; "
              f"T = {r['time_steps']}; {r['samples']} {res.task} {res.split} examples; "
              f"{r['constants_source']}")  # fmt: skip
+    c = r["convention"]
+    text += (f"\nSNN-literature convention (SOPs only): E_ANN / E_SNN = {c['energy_ratio']:.2f}x; "
+             f"{c['acs_per_mac']:.2f} spikes per input element (break-even "
+             f"{c['break_even_acs_per_mac']:.2f})")  # fmt: skip
     return Report(res.as_dict(), table=text)
 
 

@@ -128,6 +128,29 @@ class DistillConfig:
     max_steps: int | None = param(
         None, "cap on the steps of each stage", low=1, high=10**9, none="all"
     )
+    lr_grid: tuple[float, ...] | None = param(
+        None, "recipe selection: student learning rates tried in each stage S1-S3, the best on "
+        "validation kept (with its best checkpoint, see --eval-every); off: --lr only",
+        low=0, low_open=True, high=10, none="off",
+    )  # fmt: skip
+    epochs_grid: tuple[float, ...] | None = param(
+        None, "recipe selection: epochs tried in each stage S1-S3 (crossed with --lr-grid), the "
+        "best on validation kept; off: --epochs only",
+        low=0, low_open=True, high=10_000, none="off",
+    )  # fmt: skip
+    teacher_gate: bool = param(
+        True, "stop with one line when the teacher is not better than the majority class "
+        "(CoLA: Matthews 0; STS-B: correlation 0) on validation by 1.645 standard errors; "
+        "--no-teacher-gate distils anyway",
+    )  # fmt: skip
+    distill_loss: str = param(
+        "logit_rep", "distillation loss of S1-S3: logits + hidden states (the official flags) or "
+        "hidden states only (rep, the official run script)", choices=("logit_rep", "rep"),
+    )  # fmt: skip
+    split_s1: bool = param(
+        False, "stage ablation: S1 as S1a (binary weights, FP activations) -> S1b (+4-bit "
+        "activations) -> S1 (+GELU/tanh -> ReLU)",
+    )  # fmt: skip
     bits: int = param(4, "activation bits b; T = 2^b spike steps", low=2, high=8)
     theta_mode: str = param(
         "official", "IF threshold: official 0.95 (T - 1e-4), or exact T",

@@ -9,7 +9,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,10 @@ from .ops import BSPN
 __all__ = [
     "PIPELINE_STAGES",
     "StageSettings",
+    "TeacherGateError",
     "evaluate",
+    "init_distributed",
+    "is_main_process",
     "kd_loss",
     "majority_baseline",
     "metrics_for",
@@ -33,10 +36,18 @@ __all__ = [
     "rep_loss",
     "run_pipeline",
     "soft_cross_entropy",
+    "teacher_gate",
     "train_stage",
 ]
 
 PIPELINE_STAGES = ("S0", "S1", "S2", "S3", "S4")
+DISTILL_LOSSES = ("logit_rep", "rep")
+# S1 split into three steps (``PipelineSettings.split_s1``): binary weights with FP activations and the
+# teacher's GELU/tanh (S1a), + 4-bit activations (S1b), + the ReLU swaps (S1 itself)
+S1_SPLIT: dict[str, dict[str, Any]] = {
+    "S1a": {"act_bits": 32, "ffn_act": "gelu", "pooler_act": "tanh"},
+    "S1b": {"ffn_act": "gelu", "pooler_act": "tanh"},
+}
 
 
 # ----------------------------------------------------------------------------------- losses
@@ -83,10 +94,16 @@ def kd_loss(
     tau: float = 1.0,
     regression_logit_loss: str = "mse",
     mask: Tensor | None = None,
+    terms: str = "logit_rep",
 ) -> tuple[Tensor, dict[str, float]]:
-    """``L = L_logit + L_rep`` (the official flags: logits and hidden states, no attention term)."""
+    """``L = L_logit + L_rep`` (``terms="logit_rep"``, the official flags: logits and hidden states,
+    no attention term), or ``L = L_rep`` alone (``terms="rep"``, the official script's run command)."""
+    if terms not in DISTILL_LOSSES:
+        raise ValueError(f"terms={terms!r}; accepted: {', '.join(DISTILL_LOSSES)}")
     s, t = student_out.logits, teacher_out.logits.detach()
-    if regression:
+    if terms == "rep":
+        logit = s.new_zeros(())
+    elif regression:
         logit = F.mse_loss(s, t) if regression_logit_loss == "mse" else s.new_zeros(())
     else:
         logit = soft_cross_entropy(s, t, tau)
@@ -175,6 +192,115 @@ def majority_baseline(train_labels: Tensor, data: dict[str, Tensor], task: str) 
     return metrics_for(task, torch.full_like(gold, major), gold)
 
 
+# ----------------------------------------------------------------------------- teacher gate
+
+
+class TeacherGateError(ValueError):
+    """The (fine-tuned) teacher is not better than the trivial baseline on validation, so distilling
+    it would copy noise; ``report`` is the :func:`teacher_gate` dict."""
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+        super().__init__(report["message"])
+
+
+def teacher_gate(
+    model: nn.Module,
+    val: dict[str, Tensor],
+    train_labels: Tensor,
+    task: str,
+    *,
+    z: float = 1.645,
+    who: str = "teacher",
+) -> dict[str, Any]:
+    """Is ``model`` better than the trivial baseline on ``val``, by more than ``z`` standard errors of
+    that baseline on ``n`` validation examples (a one-sided test at 5 % for the default z)?
+
+    - classification (not CoLA): accuracy against the majority class of ``train_labels``, standard
+      error ``sqrt(b (1 - b) / n)`` for a baseline accuracy ``b``;
+    - CoLA: Matthews correlation against 0 (the majority class's MCC), standard error ``1/sqrt(n)``;
+    - STS-B (regression): the mean of Pearson and Spearman against 0 (a constant has no correlation),
+      standard error ``1/sqrt(n)``.
+
+    Returns a dict with ``metric``, ``value``, ``baseline``, ``margin``, ``n``, ``passed`` and a
+    one-line ``message``."""
+    metrics, _ = evaluate(model, val, task)
+    n = int(val["labels"].shape[0])
+    if task == "STS-B":
+        metric, value, baseline = "Pearson/Spearman mean", metrics["main"], 0.0
+        se = 1 / math.sqrt(n)
+    elif task == "CoLA":
+        metric, value, baseline = "Matthews correlation", metrics["mcc"], 0.0
+        se = 1 / math.sqrt(n)
+    else:
+        metric, value = "accuracy", metrics["accuracy"]
+        baseline = majority_baseline(train_labels, val, task)["accuracy"]
+        se = math.sqrt(max(baseline * (1 - baseline), 0.0) / n)
+    margin = z * se
+    passed = value > baseline + margin
+    base_name = "0 (a constant predictor)" if task in ("STS-B", "CoLA") else "the majority class"
+    message = (
+        f"teacher gate: the {who}'s validation {metric} {value:.4f} is "
+        f"{'above' if passed else 'not above'} {base_name} {baseline:.4f} by more than "
+        f"{margin:.4f} ({z:g} standard errors on {n} validation examples)"
+    )
+    if not passed:
+        message += (
+            "; distilling it would copy noise: train the teacher longer or on more data "
+            "(--teacher-epochs, --teacher-lr, --train-subset), or pass --no-teacher-gate to distil "
+            "anyway"
+        )
+    return {"metric": metric, "value": value, "baseline": baseline, "margin": margin, "n": n,
+            "passed": passed, "message": message}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- distributed
+
+
+def _world() -> tuple[int, int]:
+    """(rank, world size) of the default process group, (0, 1) without one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def is_main_process() -> bool:
+    """True on rank 0 of a ``torchrun`` job (and always without one): the process that writes."""
+    return _world()[0] == 0
+
+
+def barrier() -> None:
+    """Wait for every rank (no-op without a process group)."""
+    import torch.distributed as dist
+
+    if _world()[1] > 1:
+        dist.barrier()
+
+
+def init_distributed() -> bool:
+    """Join the ``torchrun`` job described by the environment (``WORLD_SIZE`` > 1), gloo on CPU;
+    returns whether this process is part of a multi-process job."""
+    import os
+
+    import torch.distributed as dist
+
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or not dist.is_available():
+        return False
+    if not dist.is_initialized():
+        dist.init_process_group("gloo")
+    return True
+
+
+def _sync_buffers(model: nn.Module) -> None:
+    """Copy rank 0's buffers (BSPN statistics, quantiser flags) to every rank."""
+    import torch.distributed as dist
+
+    for buf in model.buffers():
+        dist.broadcast(buf, 0)
+
+
 # --------------------------------------------------------------------------------- training
 
 
@@ -196,6 +322,7 @@ class StageSettings:
     grad_clip: float = 1.0
     teacher_train_mode: bool = False
     mask_padding_in_kd: bool = False
+    distill_loss: str = "logit_rep"
     seed: int = 0
 
 
@@ -256,6 +383,12 @@ def train_stage(
         return max(0.0, (steps - step) / max(1, steps - warm))
 
     sched = torch.optim.lr_scheduler.LambdaLR(optim, schedule)
+    rank, world = _world()
+    forward: nn.Module = student
+    if world > 1:  # torchrun: every rank takes its share of each (identically shuffled) batch
+        from torch.nn.parallel import DistributedDataParallel
+
+        forward = DistributedDataParallel(student, find_unused_parameters=True)
     if teacher is not None:
         teacher.train(settings.teacher_train_mode)
     regression = student.config.num_labels == 1
@@ -268,6 +401,8 @@ def train_stage(
     last_loss = math.nan
 
     def check() -> None:
+        if world > 1:  # identical states, hence identical checkpoint choices, on every rank
+            _sync_buffers(student)
         metrics, _ = evaluate(student, val, task)
         history.append({"step": step, "loss": last_loss, **metrics})
         if metrics["main"] > best["main"]:
@@ -280,7 +415,9 @@ def train_stage(
         ):
             if step >= steps:
                 break
-            out = student(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            if world > 1:
+                batch = _shard(batch, rank, world, student)
+            out = forward(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
             if teacher is None:
                 loss = _label_loss(out.logits, batch["labels"], regression)
             else:
@@ -294,6 +431,7 @@ def train_stage(
                     regression=regression,
                     tau=settings.tau,
                     mask=batch["attention_mask"] if settings.mask_padding_in_kd else None,
+                    terms=settings.distill_loss,
                 )
             optim.zero_grad(set_to_none=True)
             loss.backward()
@@ -324,6 +462,17 @@ def train_stage(
     }
 
 
+def _shard(batch: dict[str, Tensor], rank: int, world: int, model: nn.Module) -> dict[str, Tensor]:
+    """Rank ``rank``'s rows of a batch (every ``world``-th). The whole batch on every rank while a
+    quantiser step is still uninitialised (it is set from the first batch it sees, so all ranks must
+    see the same one) or when the batch has fewer rows than ranks."""
+    uninit = any(not bool(b) for n, b in model.named_buffers() if n.endswith("initialized"))
+    rows = batch["input_ids"].shape[0]
+    if uninit or rows < world:
+        return batch
+    return {k: v[rank::world] for k, v in batch.items()}
+
+
 def _label_loss(logits: Tensor, labels: Tensor, regression: bool) -> Tensor:
     if regression:
         return F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
@@ -343,6 +492,25 @@ class PipelineSettings:
     finetune_teacher: str = "auto"
     overrides: dict[str, Any] = field(default_factory=dict)
     engine: str = "closed_form"
+    teacher_gate: bool = True  # stop (TeacherGateError) when the teacher does not beat the baseline
+    split_s1: bool = False  # S1 as S1a (W1, FP activations) -> S1b (+ 4-bit) -> S1 (+ ReLU swaps)
+    # recipe selection: (lr, epochs) candidates tried in each student stage, best on validation kept
+    student_grid: tuple[tuple[float, float], ...] = ()
+
+    def student_plan(self) -> list[str]:
+        """The student stages in order (S1 split into S1a, S1b, S1 with ``split_s1``)."""
+        plan: list[str] = [s for s in ("S1", "S2", "S3") if s in self.stages]
+        if self.split_s1 and "S1" in plan:
+            plan[0:1] = ["S1a", "S1b", "S1"]
+        return plan
+
+    def candidates(self) -> list[StageSettings]:
+        """The student settings tried in each stage (one unless ``student_grid``)."""
+        if not self.student_grid:
+            return [self.student]
+        return [
+            replace(self.student, lr=float(lr), epochs=float(ep)) for lr, ep in self.student_grid
+        ]
 
 
 def _stage_dir(out: Path, stage: str) -> Path:
@@ -406,16 +574,27 @@ def run_pipeline(
     previous: nn.Module = current
     fp_model: nn.Module = current
     plan = ["S0"] if do_s0 else []
-    plan += [s for s in ("S1", "S2", "S3") if s in settings.stages]
+    plan += settings.student_plan()
     keys = {}
     for stage in plan:  # check every saved stage before any work
         stage_settings = settings.teacher if stage == "S0" else settings.student
         keys[stage] = {**base_key, "stage": stage, "settings": asdict(stage_settings)}
+        if stage != "S0" and settings.student_grid:
+            keys[stage]["student_grid"] = [list(c) for c in settings.student_grid]
         if resume and not overwrite:
             _saved(out, stage, keys[stage])
+    gated = False
     for index, stage in enumerate(plan):
         stage_settings = settings.teacher if stage == "S0" else settings.student
         stage_key = keys[stage]
+        if stage != "S0" and not gated:  # the teacher of S1 must beat the trivial baseline
+            gate = teacher_gate(previous, val, train["labels"], task,
+                                who="fine-tuned teacher" if do_s0 else "teacher")  # fmt: skip
+            results["teacher_gate"] = {k: v for k, v in gate.items() if k != "message"}
+            log(gate["message"])
+            if not gate["passed"] and settings.teacher_gate:
+                raise TeacherGateError(gate)
+            gated = True
         try:
             saved = _saved(out, stage, stage_key) if resume else None
         except ValueError:
@@ -427,24 +606,16 @@ def run_pipeline(
             log(f"{stage}: resumed from {_stage_dir(out, stage).name} (saved run)")
         else:
             if stage == "S0":
-                model, teacher_for_stage = current, None
+                model = current
+                info = train_stage(model, None, train, val, task, stage_settings, desc=stage,
+                                   quiet=quiet)  # fmt: skip
             else:
-                model, rep = convert_teacher(previous, stage, **settings.overrides)
-                teacher_for_stage = previous
-                log(rep.summary())
-            info = train_stage(
-                model,
-                teacher_for_stage,
-                train,
-                val,
-                task,
-                stage_settings,
-                desc=stage,
-                quiet=quiet,
-            )
-            _save(out, stage, model, stage_key, info)
-            if save_extra is not None:
-                save_extra(_stage_dir(out, stage))
+                model, info = _distil_stage(previous, stage, train, val, task, settings, quiet, log)
+            if is_main_process():  # under torchrun, rank 0 writes; the others wait for it
+                _save(out, stage, model, stage_key, info)
+                if save_extra is not None:
+                    save_extra(_stage_dir(out, stage))
+            barrier()
         dev_metrics, dev_pred = evaluate(model, dev, task)
         results["stages"][stage] = {
             "val": info["val_main"],
@@ -453,9 +624,12 @@ def run_pipeline(
             "best_step": info["best_step"],
             "train_wall_time_s": info["wall_time_s"],
             "config": {
-                k: getattr(model.config, k) for k in ("weight_bits", "act_bits", "softmax", "norm")
+                k: getattr(model.config, k)
+                for k in ("weight_bits", "act_bits", "softmax", "norm", "ffn_act", "pooler_act")
             },
         }
+        if "selection" in info:
+            results["stages"][stage]["selection"] = info["selection"]
         results["stages"][stage]["_pred"] = dev_pred
         previous = model
         if stage == "S0":
@@ -481,6 +655,42 @@ def run_pipeline(
     for stage in results["stages"].values():
         stage.pop("_pred", None)
     return results
+
+
+def _distil_stage(
+    previous: nn.Module,
+    stage: str,
+    train: dict[str, Tensor],
+    val: dict[str, Tensor],
+    task: str,
+    settings: PipelineSettings,
+    quiet: bool,
+    log: Callable[[str], None],
+) -> tuple[SorbetForSequenceClassification, dict[str, Any]]:
+    """Distil ``stage`` from ``previous`` with each candidate setting; keep the best on validation
+    (each candidate already keeps its best checkpoint, every ``eval_every`` steps)."""
+    overrides = {**settings.overrides, **S1_SPLIT.get(stage, {})}
+    base = "S1" if stage in S1_SPLIT else stage
+    best: tuple[SorbetForSequenceClassification, dict[str, Any]] | None = None
+    tried = []
+    candidates = settings.candidates()
+    for cand in candidates:
+        model, rep = convert_teacher(previous, base, **overrides)
+        if best is None:
+            log(rep.summary())
+        desc = stage if len(candidates) == 1 else f"{stage} lr {cand.lr:g} x{cand.epochs:g}"
+        info = train_stage(model, previous, train, val, task, cand, desc=desc, quiet=quiet)
+        tried.append({"lr": cand.lr, "epochs": cand.epochs, "val": info["val_main"],
+                      "best_step": info["best_step"], "steps": info["steps"]})  # fmt: skip
+        if best is None or info["val_main"] > best[1]["val_main"]:
+            best = (model, info)
+    assert best is not None
+    model, info = best
+    if len(candidates) > 1:
+        info = {**info, "selection": tried}
+        log(f"{stage}: selected on validation " + ", ".join(
+            f"lr {t['lr']:g} x{t['epochs']:g}: {t['val']:.4f}" for t in tried))  # fmt: skip
+    return model, info
 
 
 def bow_baseline(

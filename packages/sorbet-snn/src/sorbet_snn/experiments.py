@@ -197,6 +197,7 @@ def _energy_summary(report: dict[str, Any]) -> dict[str, Any]:
             "e_snn_pJ", "energy_ratio", "ann_macs_total", "constants_pJ", "constants_source")  # fmt: skip
     out = {k: report[k] for k in keep}
     out["components_pJ"] = {k: v["energy_pJ"] for k, v in report["components"].items()}
+    out["convention"] = report["convention"]
     return out
 
 
@@ -217,6 +218,7 @@ class DistillResult:
     stages: dict[str, Any]
     majority_baseline: dict[str, float]
     energy: dict[str, Any] | None = None
+    teacher_gate: dict[str, Any] | None = None  # the teacher-vs-baseline check on validation
     snn_dir: Path | None = None
     data_note: str = ""
     model: Any = field(default=None, repr=False)  # the last trained stage
@@ -227,6 +229,8 @@ class DistillResult:
         out = {k: getattr(self, k) for k in ("task", "teacher", "train_examples", "val_examples",
                                              "dev_split", "dev_examples", "stages",
                                              "majority_baseline")}  # fmt: skip
+        if self.teacher_gate is not None:
+            out["teacher_gate"] = self.teacher_gate
         if self.energy is not None:
             out["energy"] = self.energy
         return out
@@ -242,13 +246,22 @@ def _pipeline_settings(cfg: DistillConfig, tiny: bool) -> Any:
                                  "signed_encoding": cfg.signed_encoding}  # fmt: skip
     if cfg.grads == "official":
         overrides.update(ptsoftmax_grad="official", bspn_output_pot_ste=False)
+    grid: tuple[tuple[float, float], ...] = ()
+    if cfg.lr_grid or cfg.epochs_grid:
+        grid = tuple((lr, ep) for lr in (cfg.lr_grid or (cfg.lr,))
+                     for ep in (cfg.epochs_grid or (cfg.epochs,)))  # fmt: skip
     return PipelineSettings(
         stages=tuple(cfg.stages),
         teacher=StageSettings(epochs=cfg.teacher_epochs, lr=teacher_lr, **common),
-        student=StageSettings(epochs=cfg.epochs, lr=cfg.lr, **common),
+        student=StageSettings(
+            epochs=cfg.epochs, lr=cfg.lr, distill_loss=cfg.distill_loss, **common
+        ),
         finetune_teacher=cfg.finetune_teacher,
         overrides=overrides,
         engine=cfg.engine,
+        teacher_gate=cfg.teacher_gate,
+        split_s1=cfg.split_s1,
+        student_grid=grid,
     )
 
 
@@ -266,12 +279,20 @@ def run_distill(
     import torch
 
     from .data import encode, iterate_batches
-    from .distill import majority_baseline, run_pipeline
+    from .distill import (
+        TeacherGateError,
+        barrier,
+        init_distributed,
+        is_main_process,
+        majority_baseline,
+        run_pipeline,
+    )
     from .energy import EnergyConstants, energy_report
 
     with _blame("teacher"):
         teacher, tokenizer, teacher_name = load_teacher(cfg.teacher, train_split.num_labels)
     torch.set_num_threads(cfg.threads)
+    init_distributed()  # under torchrun: DDP over the ranks (gloo), rank 0 writes
     gen = torch.Generator().manual_seed(cfg.seed)
     order = torch.randperm(len(train_split), generator=gen).tolist()
     val_n = min(cfg.val_size, max(1, len(order) // 5))
@@ -305,6 +326,8 @@ def run_distill(
         raise ConfigError(
             name, f"{exc}: training diverged, nothing reported; lower {name}"
         ) from exc
+    except TeacherGateError as exc:  # the teacher is no better than the trivial baseline
+        raise ConfigError("teacher_gate", str(exc)) from exc
     except ValueError as exc:
         if "other settings" in str(exc):
             raise ConfigError("overwrite", str(exc)) from exc
@@ -314,10 +337,13 @@ def run_distill(
         val_examples=len(val_idx), dev_split=cfg.dev_split, dev_examples=len(dev_split),
         stages=res["stages"], majority_baseline=majority_baseline(train["labels"], dev, task),
         data_note=note, model=res["final"], snn=res.get("snn"),
+        teacher_gate=res.get("teacher_gate"),
     )  # fmt: skip
     if "snn" in res:
         result.snn_dir = out / "snn"
-        write_snn(res["final"], tokenizer, result.snn_dir, info)
+        if is_main_process():
+            write_snn(res["final"], tokenizer, result.snn_dir, info)
+        barrier()
         report = energy_report(res["snn"], list(iterate_batches(dev, 64)), EnergyConstants())
         result.energy = _energy_summary(report)
     return result

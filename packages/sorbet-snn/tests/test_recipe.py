@@ -1,0 +1,103 @@
+"""Recipe options of the distillation: the loss terms, the S1 split (stage ablation) and the
+learning-rate / epochs selection on validation."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from sorbet_snn import convert_teacher
+from sorbet_snn.distill import (
+    S1_SPLIT,
+    PipelineSettings,
+    StageSettings,
+    kd_loss,
+    rep_loss,
+    run_pipeline,
+    soft_cross_entropy,
+)
+from transformers import BertForSequenceClassification
+
+from .conftest import tiny_batch, tiny_bert_config
+
+
+def _out(logits, hidden):
+    return SimpleNamespace(logits=logits, hidden_states=hidden)
+
+
+def test_rep_only_loss_ignores_the_logits():
+    torch.manual_seed(0)
+    hs = [torch.randn(2, 3, 4, requires_grad=True) for _ in range(3)]
+    ht = [torch.randn(2, 3, 4) for _ in range(3)]
+    s = torch.randn(2, 2, requires_grad=True)
+    t = torch.randn(2, 2)
+    both, parts = kd_loss(_out(s, hs), _out(t, ht))
+    assert torch.allclose(both, soft_cross_entropy(s, t) + rep_loss(hs, ht))
+    rep, parts = kd_loss(_out(s, hs), _out(t, ht), terms="rep")
+    assert torch.equal(rep, rep_loss(hs, ht)) and parts["logit"] == 0.0
+    other, _ = kd_loss(_out(s * 10, hs), _out(t, ht), terms="rep")  # logits do not matter
+    assert torch.equal(rep, other)
+    rep.backward()
+    assert s.grad is None and hs[0].grad is not None  # only the hidden states get a gradient
+    with pytest.raises(ValueError, match="terms"):
+        kd_loss(_out(s, hs), _out(t, ht), terms="logits")
+
+
+def test_split_s1_plan_and_what_each_step_changes():
+    assert PipelineSettings().student_plan() == ["S1", "S2", "S3"]
+    assert PipelineSettings(split_s1=True).student_plan() == ["S1a", "S1b", "S1", "S2", "S3"]
+    torch.manual_seed(0)
+    fp, _ = convert_teacher(BertForSequenceClassification(tiny_bert_config()), "fp")
+    s1a, _ = convert_teacher(fp, "S1", **S1_SPLIT["S1a"])
+    s1b, _ = convert_teacher(s1a, "S1", **S1_SPLIT["S1b"])
+    s1, _ = convert_teacher(s1b, "S1")
+    fields = ("weight_bits", "act_bits", "ffn_act", "pooler_act", "softmax", "norm")
+    got = [tuple(getattr(m.config, f) for f in fields) for m in (fp, s1a, s1b, s1)]
+    assert got == [
+        (32, 32, "gelu", "tanh", "softmax", "layernorm"),  # teacher
+        (1, 32, "gelu", "tanh", "softmax", "layernorm"),  # S1a: binary weights only
+        (1, 4, "gelu", "tanh", "softmax", "layernorm"),  # S1b: + 4-bit activations
+        (1, 4, "relu", "relu", "softmax", "layernorm"),  # S1: + ReLU swaps
+    ]
+    ids, mask = tiny_batch()
+    with torch.no_grad():
+        ref = fp(ids, mask).logits
+        s1a.eval()
+        assert not torch.allclose(s1a(ids, mask).logits, ref)  # the weights are binary now
+
+
+def _data(n, seed):
+    ids, mask = tiny_batch(seed, batch=n, length=8)
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids),
+            "labels": (ids[:, 1] % 2).long()}  # fmt: skip
+
+
+def test_pipeline_runs_the_split_and_selects_the_rate_on_validation(tmp_path):
+    torch.manual_seed(0)
+    teacher = BertForSequenceClassification(tiny_bert_config()).eval()
+    train, val, dev = _data(16, 0), _data(8, 1), _data(8, 2)
+    quick = StageSettings(epochs=1, batch_size=8, eval_every=0, max_steps=1)
+    settings = PipelineSettings(stages=("S1",), student=quick, teacher_gate=False, split_s1=True,
+                                student_grid=((1e-3, 1.0), (1e-5, 1.0)))  # fmt: skip
+    assert [c.lr for c in settings.candidates()] == [1e-3, 1e-5]
+    res = run_pipeline(teacher, train, val, dev, "SST-2", tmp_path, settings, quiet=True,
+                       log=lambda _: None)  # fmt: skip
+    assert list(res["stages"]) == ["S1a", "S1b", "S1", "teacher"]
+    assert res["stages"]["S1a"]["config"]["act_bits"] == 32
+    assert res["stages"]["S1b"]["config"]["ffn_act"] == "gelu"
+    assert res["stages"]["S1"]["config"]["ffn_act"] == "relu"
+    for stage in ("S1a", "S1b", "S1"):
+        sel = res["stages"][stage]["selection"]
+        assert [t["lr"] for t in sel] == [1e-3, 1e-5]
+        assert res["stages"][stage]["val"] == max(t["val"] for t in sel)
+    assert res["teacher_gate"]["passed"] in (True, False)  # recorded even when not enforced
+
+
+def test_distill_config_grids_cross():
+    from sorbet_snn.config import DistillConfig
+    from sorbet_snn.experiments import _pipeline_settings
+
+    cfg = DistillConfig(data=".", lr_grid=(1e-3, 1e-4), epochs_grid=(1.0, 2.0), distill_loss="rep")
+    settings = _pipeline_settings(cfg, False)
+    assert settings.student_grid == ((1e-3, 1.0), (1e-3, 2.0), (1e-4, 1.0), (1e-4, 2.0))
+    assert settings.student.distill_loss == "rep"
+    assert _pipeline_settings(DistillConfig(data="."), False).student_grid == ()
