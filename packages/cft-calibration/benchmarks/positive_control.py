@@ -28,13 +28,12 @@ from pathlib import Path
 
 import cft_calibration as C
 import torch
+from run import write_readme  # the sibling script: one README block writer
 
 HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULT = HERE / "results" / "positive_control_minilm_obqa.json"
-README = PKG / "README.md"
 DEFAULT_DATA = Path(os.environ.get("ICML25_DATA", PKG.parents[1].parent / "shared" / "data"))
-MARKERS = ("<!-- positive-control:start -->", "<!-- positive-control:end -->")
 
 
 def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -134,16 +133,6 @@ def render(r: dict) -> str:
     return head + "\n\n" + "\n".join(rows) + "\n\n" + verdict
 
 
-def write_readme(text: str) -> None:
-    start, end = MARKERS
-    readme = README.read_text(encoding="utf-8")
-    if start not in readme or end not in readme:
-        raise SystemExit("README.md lacks the positive-control markers")
-    head, rest = readme.split(start, 1)
-    _, tail = rest.split(end, 1)
-    README.write_text(f"{head}{start}\n{text}\n{end}{tail}", encoding="utf-8")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
@@ -166,7 +155,7 @@ def main() -> None:
         RESULT.parent.mkdir(parents=True, exist_ok=True)
         RESULT.write_text(json.dumps(C._contract.portable(r), indent=2) + "\n", encoding="utf-8")
         print(f"wrote {RESULT.relative_to(PKG)}: test acc {r['test_accuracy']:.3f}, {r['verdict']}")
-    write_readme(render(json.loads(RESULT.read_text(encoding="utf-8"))))
+    write_readme(render(json.loads(RESULT.read_text(encoding="utf-8"))), "positive-control")
     print("README positive-control block rendered")
 
 

@@ -395,11 +395,12 @@ def render(results: dict[str, dict]) -> str:
     return "\n\n".join(parts)
 
 
-def write_readme(text: str) -> None:
-    start, end = "<!-- results:start -->", "<!-- results:end -->"
+def write_readme(text: str, block: str = "results") -> None:
+    """Replace the README's ``<!-- {block}:start -->`` ... ``<!-- {block}:end -->`` block by ``text``."""
+    start, end = f"<!-- {block}:start -->", f"<!-- {block}:end -->"
     readme = README.read_text(encoding="utf-8")
     if start not in readme or end not in readme:
-        raise SystemExit("README.md lacks the results markers")
+        raise SystemExit(f"README.md lacks the {block} markers")
     head, rest = readme.split(start, 1)
     _, tail = rest.split(end, 1)
     README.write_text(f"{head}{start}\n{text}\n{end}{tail}", encoding="utf-8")
