@@ -26,7 +26,7 @@ import torch
 from .conformal import repeated_selection
 from .data import stratified_split
 from .encoders import HashingEncoder, embed_note_rows
-from .metrics import roc_auc
+from .metrics import class_aucs
 from .pipeline import (
     SAFER,
     PreparedCohort,
@@ -270,17 +270,9 @@ def per_class_auc(
     filling) the survivors. The macro-AUC is the mean of the non-``None`` entries."""
     keep = np.asarray(died) == 0
     ys = np.asarray(y)[keep]
-    pos = np.bincount(ys, minlength=n_classes)
-    present = (pos > 0) & (pos < len(ys))
     return {
-        "positives": pos.tolist(),
-        "auc": {
-            name: [
-                roc_auc((ys == k).astype(int), p[keep][:, k]) if present[k] else None
-                for k in range(n_classes)
-            ]
-            for name, p in probs.items()
-        },
+        "positives": np.bincount(ys, minlength=n_classes).tolist(),
+        "auc": {name: class_aucs(ys, p[keep]) for name, p in probs.items()},
     }
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 __all__ = [
     "accuracy",
+    "class_aucs",
     "hit_rate_at_k",
     "macro_auc",
     "micro_auc",
@@ -66,16 +67,23 @@ def micro_auc(y: Any, probs: Any) -> float:
     return roc_auc(onehot.ravel(), p.ravel())
 
 
+def class_aucs(y: Any, probs: Any) -> list[float | None]:
+    """One-vs-rest ROC-AUC of each class (column of ``probs``); ``None`` for a class without both
+    positives and negatives in ``y``."""
+    y, p = _check(y, probs)
+    out: list[float | None] = []
+    for cls in range(p.shape[1]):
+        pos = y == cls
+        out.append(roc_auc(pos, p[:, cls]) if pos.any() and (~pos).any() else None)
+    return out
+
+
 def macro_auc(y: Any, probs: Any) -> tuple[float, int]:
     """Mean one-vs-rest ROC-AUC over classes with both positives and negatives in ``y``; returns
     ``(auc, n_classes_skipped)``."""
-    y, p = _check(y, probs)
-    aucs = []
-    for cls in range(p.shape[1]):
-        pos = y == cls
-        if pos.any() and (~pos).any():
-            aucs.append(roc_auc(pos, p[:, cls]))
-    skipped = p.shape[1] - len(aucs)
+    per_class = class_aucs(y, probs)
+    aucs = [a for a in per_class if a is not None]
+    skipped = len(per_class) - len(aucs)
     return (float(np.mean(aucs)) if aucs else float("nan")), skipped
 
 
