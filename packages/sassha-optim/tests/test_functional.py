@@ -379,3 +379,12 @@ def test_functional_denominators_are_filled_then_used(foreach):
     with pytest.raises(ValueError, match="denominators has 1 entries"):
         sassha(params, t["grads"], m, t["exp_hessian_diags"], None, [2] * n, [1] * n,
                denominators=[None], **kw)  # fmt: skip
+
+
+def test_cache_denominator_validation_and_group_key():
+    w = torch.nn.Parameter(torch.ones(2))
+    with pytest.raises(ValueError, match="cache_denominator"):
+        Sassha([w], cache_denominator="yes")
+    opt = Sassha([w], cache_denominator=True)
+    with pytest.raises(ValueError, match="optimizer-wide"):
+        opt.add_param_group({"params": [torch.nn.Parameter(torch.ones(1))], "cache_denominator": 1})
