@@ -762,7 +762,7 @@ def issue31_lines(lm: dict | None, st: dict | None) -> list[str]:
         ]
         out.append(
             "- Stalled seeds (final loss > 0.15 nats above the arm's median; kept in every "
-            "interval, robustness table above): "
+            "interval, robustness table under Language model below): "
             + ("; ".join(stalled) if stalled else "none")
             + "."
         )
