@@ -184,6 +184,31 @@ def as_blocks(tokens: Tensor, context: int, limit: int | None = None) -> Tensor:
     return blocks[:limit] if limit else blocks
 
 
+def load_data(text_path: Path, context: int, probe_blocks: int) -> tuple[dict, int, list, Tensor]:
+    """Tokens of tinyshakespeare split by position (85 / 5 / 10 %), as blocks of ``context + 1``;
+    returns (data, characters, vocabulary, add-one-smoothed unigram log-probabilities)."""
+    text = text_path.read_text(encoding="utf-8")
+    chars = sorted(set(text))
+    index = {c: i for i, c in enumerate(chars)}
+    tokens = torch.tensor([index[c] for c in text], dtype=torch.long)
+    n = len(tokens)
+    a, b = int(0.85 * n), int(0.90 * n)
+    train, select, val = tokens[:a], tokens[a:b], tokens[b:]
+    counts = torch.bincount(train, minlength=len(chars)).double() + 1.0  # add-one smoothing
+    logp = (counts / counts.sum()).log()
+    val_blocks = as_blocks(val, context)
+    data = {
+        "vocab": len(chars),
+        "train": train,
+        "select": as_blocks(select, context),
+        "val": val_blocks,
+        "val_probe": val_blocks[:: max(1, len(val_blocks) // probe_blocks)][:probe_blocks],
+        "select_tokens": select,
+        "val_tokens": val,
+    }
+    return data, n, chars, logp
+
+
 # ----------------------------------------------------------------------------------------- train
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     decay = [p for p in model.parameters() if p.dim() >= 2 and not _is_embedding(model, p)]
@@ -201,10 +226,38 @@ def refreshes(steps: int, k: int = 10, warmup: int = 10) -> int:
     return sum(1 for t in range(1, steps + 1) if t <= warmup or (t - 1) % k == 0)
 
 
-def steps_for(name: str, budget: str, steps: int) -> int:
-    """Steps of arm ``name`` under ``budget`` ("iters" or "grad_evals") for ``--steps`` steps."""
+def step_kind(name: str, t: int, steps: int) -> str:
+    """Kind of step ``t`` (1-based) of arm ``name`` in a run of ``steps`` steps: its
+    forward+backward passes and whether it makes a Hessian-vector product."""
+    name = name.removesuffix(PROBES_SUFFIX)
+    refresh = t <= 10 or (t - 1) % 10 == 0  # Sassha: Hessian warm-up k = 10, then every k
+    if name == "adamw":
+        return "1 pass"
+    if name == "sam-adamw":
+        return "2 passes"
+    if name == "sophia-h":  # HVP on steps 1, 11, 21, ...
+        return "1 pass + HVP" if (t - 1) % 10 == 0 else "1 pass"
+    passes = 2
+    if name == "sassha-paper" and t <= round(0.04 * steps):  # ρ warm-up: one pass
+        passes = 1
+    return f"{passes} pass{'es' if passes > 1 else ''}" + (" + HVP" if refresh else "")
+
+
+def modelled_seconds(cost: dict[str, float], name: str, steps: int, upto: int) -> float:
+    """Modelled training time of the first ``upto`` steps of a run of ``steps`` steps, from the
+    interleaved per-kind step costs of ``lm_step_cost.py``."""
+    return sum(cost[step_kind(name, t, steps)] for t in range(1, upto + 1))
+
+
+def steps_for(name: str, budget: str, steps: int, wall: dict | None = None) -> int:
+    """Steps of arm ``name`` under ``budget`` ("iters", "grad_evals" or "wall_time", the last
+    from ``lm_step_cost.json``) for ``--steps`` steps."""
     if budget == "iters" or name.startswith("sassha"):
         return steps
+    if budget == "wall_time":
+        if wall is None:
+            raise ValueError("wall_time budget needs results/lm_step_cost.json")
+        return int(wall["steps_at_equal_wall_time"][name])
     evals = 2 * steps + refreshes(steps)  # default Sassha's gradient evaluations
     if name == "adamw":
         return evals
@@ -239,6 +292,32 @@ def sample_batch(train: Tensor, batch: int, context: int, gen: torch.Generator) 
     return torch.stack([train[o : o + context + 1] for o in offsets.tolist()])
 
 
+def train_step(
+    name: str, opt: torch.optim.Optimizer, model: nn.Module, batch: Tensor
+) -> tuple[Tensor, int]:
+    """One optimizer step of arm ``name`` on ``batch``; returns the loss and the forward+backward
+    passes it made (Sassha: 2, or 1 during the ρ warm-up; SAM: 2; others 1)."""
+
+    def closure() -> Tensor:
+        opt.zero_grad(set_to_none=True)
+        loss = lm_loss(model, batch)
+        loss.backward(create_graph=bool(getattr(opt, "create_graph", False)))
+        return loss
+
+    if name == "adamw":
+        opt.zero_grad(set_to_none=True)
+        loss = lm_loss(model, batch)
+        loss.backward()
+        opt.step()
+        return loss, 1
+    passes = 1
+    if isinstance(opt, Sassha):
+        passes = 2 if opt._any_rho() else 1  # ρ warm-up: one pass
+    elif isinstance(opt, SAM):
+        passes = 2
+    return opt.step(closure), passes  # type: ignore[return-value]
+
+
 def run_one(name: str, lr: float, seed: int, steps: int, data: dict, args) -> dict:
     torch.manual_seed(seed)
     model = TinyGPT(data["vocab"], args.context, args.width, args.layers, args.heads)
@@ -252,26 +331,9 @@ def run_one(name: str, lr: float, seed: int, steps: int, data: dict, args) -> di
     for step in range(steps):
         start = time.perf_counter()
         batch = sample_batch(train, args.batch, args.context, gen)
-
-        def closure(batch: Tensor = batch) -> Tensor:
-            opt.zero_grad(set_to_none=True)
-            loss = lm_loss(model, batch)
-            loss.backward(create_graph=bool(getattr(opt, "create_graph", False)))
-            return loss
-
-        passes = 1
+        passes, loss = 1, torch.tensor(math.nan)
         try:
-            if name == "adamw":
-                opt.zero_grad(set_to_none=True)
-                loss = lm_loss(model, batch)
-                loss.backward()
-                opt.step()
-            else:
-                if isinstance(opt, Sassha):
-                    passes = 2 if opt._any_rho() else 1  # ρ warm-up: one pass
-                elif isinstance(opt, SAM):
-                    passes = 2
-                loss = opt.step(closure)  # type: ignore[assignment]
+            loss, passes = train_step(name, opt, model, batch)
         except NonFiniteError:
             diverged = True
         sched.step()
@@ -308,12 +370,6 @@ def run_one(name: str, lr: float, seed: int, steps: int, data: dict, args) -> di
         "val_loss": val,
         "curve": curve,
     }
-
-
-def loss_at_time(curve: list[dict], seconds: float) -> float:
-    """Validation-probe loss at the last evaluation not later than ``seconds`` of training."""
-    done = [c["val"] for c in curve if c["seconds"] <= seconds + 1e-9]
-    return done[-1] if done else math.nan
 
 
 def _next_lr(lr: float, up: bool) -> float:
@@ -394,6 +450,10 @@ TASKS = [  # in order of importance, so that an interrupted run has the main row
     ("grad_evals", "sophia-h"),
     ("grad_evals", "sassha"),  # same runs as at equal iterations
     ("grad_evals", "sassha-paper"),
+    # equal wall time (needs results/lm_step_cost.json): lr borrowed from equal evaluations
+    ("wall_time", "adamw"),
+    ("wall_time", "sam-adamw"),
+    ("wall_time", "sophia-h"),
 ]
 
 
@@ -417,14 +477,19 @@ def verdict(iv: dict) -> str:
 
 
 def summarize_payload(payload: dict) -> None:
-    """Rows per budget, paired differences and the equal-wall-time column from the runs so far."""
+    """Rows per budget and paired differences from the runs so far; with the interleaved step
+    costs (``step_cost``) also the modelled training time of every row and curve point."""
     runs = payload["runs"]
     seeds = payload["protocol"]["seeds"]
-    ge = payload["selection"].get("grad_evals")
-    if ge is not None:  # Sassha's runs at equal evaluations are its runs at equal iterations
+    for budget in ("grad_evals", "wall_time"):
+        # Sassha's runs at equal evaluations and at equal wall time are its runs at equal iterations
+        sel_b = payload["selection"].get(budget)
+        if sel_b is None:
+            continue
         for name in ("sassha", "sassha-paper"):
-            if name not in ge and "lr" in payload["selection"]["iters"].get(name, {}):
-                ge[name] = payload["selection"]["iters"][name]
+            if name not in sel_b and "lr" in payload["selection"]["iters"].get(name, {}):
+                sel_b[name] = payload["selection"]["iters"][name]
+    cost = payload.get("step_cost", {}).get("seconds_per_step")
     results: dict = {}
     for budget, arms in payload["selection"].items():
         for name, sel in arms.items():
@@ -433,7 +498,7 @@ def summarize_payload(payload: dict) -> None:
             rs = [runs.get(_key(name, sel["steps"], sel["lr"], s)) for s in seeds]
             if any(r is None for r in rs):
                 continue
-            results.setdefault(budget, {})[name] = {
+            row = {
                 "lr": sel["lr"],
                 "steps": sel["steps"],
                 "grad_evals": summarize([r["grad_evals"] for r in rs]),
@@ -443,6 +508,20 @@ def summarize_payload(payload: dict) -> None:
                 "diverged": sum(r["diverged"] for r in rs),
                 "keys": [_key(name, sel["steps"], sel["lr"], s) for s in seeds],
             }
+            base = name.removesuffix(PROBES_SUFFIX)
+            if cost and base in cost:
+                row["modelled_seconds"] = modelled_seconds(
+                    cost[base], name, sel["steps"], sel["steps"]
+                )
+                row["curves_modelled_seconds"] = [  # [modelled s, val] per point, per seed
+                    [
+                        [modelled_seconds(cost[base], name, sel["steps"], c["step"]), c["val"]]
+                        for c in runs[key]["curve"]
+                        if c["grad_evals"] is not None
+                    ]
+                    for key in row["keys"]
+                ]
+            results.setdefault(budget, {})[name] = row
     payload["results"] = results
     paired: dict = {}
     for budget, rows in results.items():
@@ -451,27 +530,44 @@ def summarize_payload(payload: dict) -> None:
                 iv = paired_interval(rows[a]["val_loss"]["values"], rows[b]["val_loss"]["values"])
                 iv["verdict"] = verdict(iv)
                 paired.setdefault(budget, {})[f"{a} - {b}"] = iv
-    rows = results.get("grad_evals", {})
-    if rows:
-        shortest = min(r["seconds"]["mean"] for r in rows.values())
-        payload["equal_wall_time_s"] = shortest
-        at_time = {
-            n: [loss_at_time(runs[k]["curve"], shortest) for k in r["keys"]]
-            for n, r in rows.items()
-        }
-        for n, r in rows.items():
-            vals = at_time[n]
-            r["val_probe_at_equal_time"] = (
-                summarize(vals)
-                if all(map(math.isfinite, vals))
-                else {"mean": math.nan, "std": None, "n": len(vals), "values": vals}
-            )
-        for a, b in PAIRS:
-            if a in at_time and b in at_time and all(map(math.isfinite, at_time[a] + at_time[b])):
-                iv = paired_interval(at_time[a], at_time[b])
-                iv["verdict"] = verdict(iv)
-                paired.setdefault("wall_time", {})[f"{a} - {b}"] = iv
     payload["paired"] = paired
+    # robustness: the same differences without the seeds where either arm stalled or diverged
+    payload["outliers"] = outliers = _outliers(results)
+    robust: dict = {}
+    for budget, rows in results.items():
+        for a, b in PAIRS:
+            bad = set(outliers.get(budget, {}).get(a, [])) | set(
+                outliers.get(budget, {}).get(b, [])
+            )
+            if a in rows and b in rows and bad:
+                keep = [i for i in range(len(seeds)) if i not in bad]
+                va, vb = rows[a]["val_loss"]["values"], rows[b]["val_loss"]["values"]
+                iv = paired_interval([va[i] for i in keep], [vb[i] for i in keep])
+                iv["verdict"] = verdict(iv)
+                iv["without_seeds"] = sorted(seeds[i] for i in bad)
+                robust.setdefault(budget, {})[f"{a} - {b}"] = iv
+    payload["paired_without_outliers"] = robust
+
+
+def _outliers(results: dict) -> dict:
+    """Seeds whose final validation loss is more than 0.15 nats above the median of the arm's
+    seeds (a stalled or diverged run), per budget and arm."""
+    out: dict = {}
+    for budget, rows in results.items():
+        for name, row in rows.items():
+            vals = row["val_loss"]["values"]
+            finite = sorted(v for v in vals if math.isfinite(v))
+            if not finite:
+                continue
+            med = (
+                finite[len(finite) // 2]
+                if len(finite) % 2
+                else 0.5 * sum(finite[len(finite) // 2 - 1 : len(finite) // 2 + 1])
+            )
+            bad = [i for i, v in enumerate(vals) if not math.isfinite(v) or v > med + 0.15]
+            if bad:
+                out.setdefault(budget, {})[name] = bad
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -521,25 +617,8 @@ def main(argv: list[str] | None = None) -> int:
     if not text_path.exists():
         print(f"tinyshakespeare not found at {text_path} (pass --data DIR)", file=sys.stderr)
         return 2
-    text = text_path.read_text(encoding="utf-8")
-    chars = sorted(set(text))
-    index = {c: i for i, c in enumerate(chars)}
-    tokens = torch.tensor([index[c] for c in text], dtype=torch.long)
-    n = len(tokens)
-    a, b = int(0.85 * n), int(0.90 * n)
-    train, select, val = tokens[:a], tokens[a:b], tokens[b:]
-    counts = torch.bincount(train, minlength=len(chars)).double() + 1.0  # add-one smoothing
-    logp = (counts / counts.sum()).log()
-    val_blocks = as_blocks(val, args.context)
-    data = {
-        "vocab": len(chars),
-        "train": train,
-        "select": as_blocks(select, args.context),
-        "val": val_blocks,
-        "val_probe": val_blocks[:: max(1, len(val_blocks) // args.probe_blocks)][
-            : args.probe_blocks
-        ],
-    }
+    data, n, chars, logp = load_data(text_path, args.context, args.probe_blocks)
+    train, select, val = data["train"], data["select_tokens"], data["val_tokens"]
     folder = RESULTS / "quick" if args.quick else RESULTS
     folder.mkdir(parents=True, exist_ok=True)
     out_path = folder / "lm.json"
@@ -550,6 +629,8 @@ def main(argv: list[str] | None = None) -> int:
         for p in TinyGPT(len(chars), args.context, args.width, args.layers, args.heads).parameters()
     )
     evals_budget = 2 * args.steps + refreshes(args.steps)
+    cost_path = folder / "lm_step_cost.json"
+    step_cost = json.loads(cost_path.read_text()) if cost_path.exists() else None
     payload: dict = {
         "command": ("python benchmarks/lm.py " + " ".join(argv_used)).strip(),
         "sassha_optim": __version__,
@@ -566,6 +647,11 @@ def main(argv: list[str] | None = None) -> int:
             "steps_at_equal_grad_evals": {
                 k: steps_for(k, "grad_evals", args.steps) for k in CONFIGS
             },
+            "equal_wall_time": "the modelled training time of default Sassha's steps, from "
+            "per-step costs measured interleaved in one process (benchmarks/lm_step_cost.py); "
+            "every other arm gets the steps that fit in it (its schedule spans them) at the lr "
+            "selected at equal gradient evaluations (not reselected); Sassha's rows are its "
+            "runs at equal iterations",
             "schedule": "paper_lm_schedule: linear warm-up over the first 4% of the steps, "
             "cosine to 1.5e-5/0.3 of the peak",
             "configs": {
@@ -591,6 +677,20 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {},
         "selection": {},
     }
+    if step_cost is not None:
+        payload["step_cost"] = {
+            k: step_cost[k]
+            for k in (
+                "command",
+                "protocol",
+                "seconds_per_step",
+                "samples",
+                "min_max",
+                "equal_wall_time_s",
+                "steps_at_equal_wall_time",
+                "modelled_seconds_at_budget",
+            )
+        }
     if args.resume and out_path.exists():
         old = json.loads(out_path.read_text())
         if (
@@ -679,6 +779,20 @@ def main(argv: list[str] | None = None) -> int:
             save()
             continue
         if name not in names:
+            continue
+        if budget == "wall_time":
+            ge_sel = payload["selection"].get("grad_evals", {}).get(name, {})
+            if step_cost is None or "lr" not in ge_sel:
+                print(f"[wall_time] {name}: skipped (needs {cost_path.name} and the "
+                      "equal-evaluation selection)", flush=True)  # fmt: skip
+                continue
+            steps = steps_for(name, budget, args.steps, step_cost)
+            sel = payload["selection"].setdefault(budget, {})
+            sel[name] = {"steps": steps, "lr": ge_sel["lr"], "grid": [ge_sel["lr"]],
+                         "extended": [], "borrowed_from": "grad_evals"}  # fmt: skip
+            for seed in seeds:
+                run_cached(name, ge_sel["lr"], seed, steps, budget)
+            save()
             continue
         steps = steps_for(name, budget, args.steps)
         sel = (

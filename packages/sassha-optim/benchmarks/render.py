@@ -321,7 +321,7 @@ LM_NAMES = {
 LM_BUDGETS = {
     "iters": "equal iterations (paper's convention)",
     "grad_evals": "equal gradient evaluations",
-    "wall_time": "equal wall time (curve subset)",
+    "wall_time": "equal wall time (modelled from interleaved step costs)",
 }
 
 
@@ -336,23 +336,24 @@ def lm_table(lm: dict) -> list[str]:
     noise, selection grids and the paper's GPT-2 numbers (labelled)."""
     pr = lm["protocol"]
     res = lm.get("results", {})
-    it, ge = res.get("iters", {}), res.get("grad_evals", {})
-    t = lm.get("equal_wall_time_s")
+    it, ge, wt = res.get("iters", {}), res.get("grad_evals", {}), res.get("wall_time", {})
+    sc = lm.get("step_cost")
+    t = sc["equal_wall_time_s"] if sc else None
     vocab = pr["data"].split("vocabulary ")[1].split(";")[0]
+    u, g = lm["baselines"]["uniform"], lm["baselines"]["unigram"]
     lines = [
         "| arm | equal iterations: lr, steps | val. loss | equal gradient evaluations: lr, "
-        "steps (evaluations) | val. loss | val. loss (curve subset) at equal wall time "
-        + (f"({t:.0f} s)" if t else "")
-        + " | training time (s), equal evaluations |",
+        "steps (evaluations) | val. loss | equal wall time"
+        + (f" ({t:.1f} s modelled)" if t else "")
+        + ": lr, steps (modelled s) | val. loss |",
         "|---|---|---|---|---|---|---|",
-        f"| uniform over the {vocab} characters (trivial) | | {lm['baselines']['uniform']:.4f} | "
-        f"| {lm['baselines']['uniform']:.4f} | | |",
-        f"| unigram model of the training characters (trivial) | | "
-        f"{lm['baselines']['unigram']:.4f} | | {lm['baselines']['unigram']:.4f} | | |",
+        f"| uniform over the {vocab} characters (trivial) | | {u:.4f} | | {u:.4f} | | {u:.4f} |",
+        f"| unigram model of the training characters (trivial) | | {g:.4f} | | {g:.4f} | "
+        f"| {g:.4f} |",
     ]
     for n, label in LM_NAMES.items():
-        a, b = it.get(n), ge.get(n)
-        if not (a or b):
+        a, b, c = it.get(n), ge.get(n), wt.get(n)
+        if not (a or b or c):
             continue
         cells = [label]
         cells += [f"{a['lr']:g}, {a['steps']}", pm(a["val_loss"], 4)] if a else ["", ""]
@@ -360,11 +361,14 @@ def lm_table(lm: dict) -> list[str]:
             cells += [
                 f"{b['lr']:g}, {b['steps']} ({b['grad_evals']['mean']:.0f})",
                 pm(b["val_loss"], 4),
-                pm(b["val_probe_at_equal_time"], 4) if "val_probe_at_equal_time" in b else "",
-                pm(b["seconds"], 0),
             ]
         else:
-            cells += ["", "", "", ""]
+            cells += ["", ""]
+        if c:
+            ms = f" ({c['modelled_seconds']:.1f})" if "modelled_seconds" in c else ""
+            cells += [f"{c['lr']:g}, {c['steps']}{ms}", pm(c["val_loss"], 4)]
+        else:
+            cells += ["", ""]
         lines.append("| " + " | ".join(cells) + " |")
     paired = lm.get("paired", {})
     pairs = sorted({k for v in paired.values() for k in v}, key=lambda k: (k.split(" - ")[1], k))
@@ -385,7 +389,51 @@ def lm_table(lm: dict) -> list[str]:
             + " | ".join(_iv(paired[b].get(pair)) for b in LM_BUDGETS if b in paired)
             + " |"
         )
+    robust = lm.get("paired_without_outliers", {})
+    if robust:
+        plines += [
+            "",
+            "Robustness: the same differences without the seeds where either arm stalled or "
+            "diverged (final loss more than 0.15 nats above the median of that arm's seeds):",
+            "",
+            "| difference (without the flagged seeds) | budget | seeds left out | interval |",
+            "|---|---|---|---|",
+        ]
+        for budget, pairs_b in robust.items():
+            for pair, iv in pairs_b.items():
+                x, y = pair.split(" - ")
+                plines.append(
+                    f"| {short.get(x, x)} − {short.get(y, y)} | {LM_BUDGETS[budget]} | "
+                    f"{iv['without_seeds']} | "
+                    + (_iv(iv) or f"{iv['mean']:+.4f} (n = {iv['n']}, no interval)")
+                    + " |"
+                )
     notes = []
+    for budget, arms_o in lm.get("outliers", {}).items():
+        for name, idx in arms_o.items():
+            row = res[budget][name]
+            vals = row["val_loss"]["values"]
+            notes.append(
+                f"Stalled or diverged seeds, {LM_BUDGETS[budget]}, {short.get(name, name)}: "
+                + ", ".join(f"seed {pr['seeds'][i]} ({vals[i]:.4f})" for i in idx)
+                + f" ({row['diverged']} diverged, i.e. stopped on a non-finite value); kept in "
+                "every row and interval above."
+            )
+    if sc:
+        kinds = "; ".join(
+            f"{short.get(n, n)}: " + ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in c.items())
+            for n, c in sc["seconds_per_step"].items()
+        )
+        spr = sc["protocol"]
+        notes.append(
+            f"Equal wall time: {pr.get('equal_wall_time', '')}. Step costs (median over "
+            f"{spr['rounds']} interleaved rounds of {spr['steps_per_round']} steps per arm, one "
+            f"thread, same batches; `{sc['command']}`): {kinds}. Modelled time T = "
+            f"{sc['equal_wall_time_s']:.1f} s (default Sassha's {pr['steps']} steps); steps "
+            "that fit in T: "
+            + ", ".join(f"{short.get(n, n)} {v}" for n, v in sc["steps_at_equal_wall_time"].items())
+            + "."
+        )
     pv = lm.get("probe_variance")
     if pv:
         parts = [
@@ -411,10 +459,11 @@ def lm_table(lm: dict) -> list[str]:
             + (" **still on the edge**" if c.get("on_edge") else "")
             for n, c in arms.items()
             if "scores" in c
-            and not (budget == "grad_evals" and n.startswith("sassha"))
+            and not (budget in ("grad_evals", "wall_time") and n.startswith("sassha"))
             and "borrowed_from" not in c
         )
-        notes.append(f"Selection-split loss per peak lr (seed 0), {LM_BUDGETS[budget]}: {sel}.")
+        if sel:
+            notes.append(f"Selection-split loss per peak lr (seed 0), {LM_BUDGETS[budget]}: {sel}.")
     if lm.get("commands_before_resume"):
         notes.append(
             "Run as "
@@ -493,23 +542,31 @@ def plot_lm(lm: dict, path: Path) -> None:
               "sassha-paper": "k"}  # fmt: skip
     res, runs = lm.get("results", {}), lm["runs"]
     for col, (budget, xkey) in enumerate(
-        [("iters", "step"), ("grad_evals", "grad_evals"), ("grad_evals", "seconds")]
+        [("iters", "step"), ("grad_evals", "grad_evals"), ("wall_time", "modelled")]
     ):
         for name, row in res.get(budget, {}).items():
+            if name.endswith("+probes4"):
+                continue
             for i, key in enumerate(row["keys"]):
                 pts = [c for c in runs[key]["curve"] if c["grad_evals"] is not None]
                 label = f"{name} (lr {row['lr']:g})" if i == 0 else None
-                axes[col].plot([c[xkey] for c in pts], [c["val"] for c in pts], label=label,
+                if xkey == "modelled":
+                    if "curves_modelled_seconds" not in row:
+                        continue
+                    xs, ys = zip(*row["curves_modelled_seconds"][i], strict=True)
+                else:
+                    xs, ys = [c[xkey] for c in pts], [c["val"] for c in pts]
+                axes[col].plot(xs, ys, label=label,
                                color=colors.get(name, "grey"), alpha=0.8)  # fmt: skip
     for ax in axes:
         ax.axhline(lm["baselines"]["unigram"], color="grey", ls=":")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    if lm.get("equal_wall_time_s"):
-        axes[2].axvline(lm["equal_wall_time_s"], color="grey", ls="--", lw=0.8)
+    if lm.get("step_cost"):
+        axes[2].axvline(lm["step_cost"]["equal_wall_time_s"], color="grey", ls="--", lw=0.8)
     axes[0].set_xlabel("step (equal iterations)")
     axes[1].set_xlabel("gradient evaluations (equal-evaluation runs; an HVP counts 1)")
-    axes[2].set_xlabel("training wall time (s, shared 2-core CPU; equal-evaluation runs)")
+    axes[2].set_xlabel("modelled training time (s; interleaved step costs; equal-time runs)")
     axes[0].set_ylabel("validation loss (nats/char, curve subset)")
     axes[0].set_ylim(top=lm["baselines"]["unigram"] + 0.15)
     fig.suptitle(
@@ -547,6 +604,7 @@ def paper_table(paper: dict) -> list[str]:
 STEP_ARMS = {
     "sam": "SAM(SGD)",
     "sassha": "**Sassha (k=10)**",
+    "sassha-cache": "**Sassha (k=10), `cache_denominator=True`**",
     "sassha-k1": "Sassha (k=1)",
     "official-k1": "official step (k=1)",
     "official-k10": "official step (k=10)",
@@ -599,18 +657,182 @@ def step_time_table(st: dict) -> list[str]:
         f"update) is {sum(ours.values()) - shared:.2f} ms here and "
         f"{sum(theirs.values()) - sum(theirs[p] for p in passes):.2f} ms there, so even a free "
         f"optimizer would stay above {shared / sum(theirs.values()):.2f}× the official step.",
-        f"- Where the k = 10 target goes: one refresh (graph-building second pass, Rademacher "
-        f"probes, Hessian-vector product) costs {refresh:.2f} ms (from the k = 1 and k = 10 rows: "
-        f"(k1 − k10) × 10/9), {refresh / 10:.2f} ms per step at k = 10, "
-        f"{100 * refresh / 10 / ms['sam']:.0f} % of a SAM step; without it Sassha(k = 10) would "
-        f"take {rest:.2f} ms, {rest / ms['sam']:.3f}× SAM (the Adam-type update against SGD's "
-        "momentum step).",
+        *_k10_lines(st, refresh, rest),
         f"- {st['model']}; {st['settings']}. {st['repeats']} rounds; in each round every arm runs "
         f"one block of {st['steps_per_block']} steps, in an order rotated every round, after "
         f"{st['warmup_steps']} warm-up steps; ratios are taken within each round (paired). The "
         "official step is the official code's published behaviour written here (graph on every "
         "second pass, restore through `.data`, HVP at the restored weights, per-parameter loops).",
     ]
+
+
+def _k10_lines(st: dict, refresh: float, rest: float) -> list[str]:
+    """The k = 10 diagnosis: the gap to SAM split by the k = 10 phase profile, and the update
+    rules timed alone."""
+    ms = st["ms_per_step"]
+    out = [
+        f"- Where the k = 10 target goes (from the rows above): one refresh (graph-building "
+        f"second pass, Rademacher probes, Hessian-vector product) costs {refresh:.2f} ms "
+        f"((k1 − k10) × 10/9), {refresh / 10:.2f} ms per step at k = 10, "
+        f"{100 * refresh / 10 / ms['sam']:.0f} % of a SAM step; without it Sassha(k = 10) would "
+        f"take {rest:.2f} ms, {rest / ms['sam']:.3f}× SAM."
+    ]
+    prof = st.get("profile_k10")
+    if prof:
+        heads = [
+            f"{STEP_ARMS.get(a, a)}, {kind} steps"
+            for a, kinds in prof["ms_per_step"].items()
+            for kind in kinds
+        ]
+        rows = [
+            "",
+            f"k = 10 phase profile ({prof['steps']} steps of each arm after 20 warm-up steps, "
+            "interleaved step by step; ms per step; Sassha's refresh steps and other steps apart):",
+            "",
+            "| phase | " + " | ".join(heads) + " |",
+            "|---|" + "---|" * len(heads),
+        ]
+        first = next(iter(prof["ms_per_step"].values()))
+        phases = list(next(iter(first.values())))
+        for ph in [*phases, "total"]:
+            cells = [
+                f"{sum(t.values()) if ph == 'total' else t[ph]:.2f}"
+                for kinds in prof["ms_per_step"].values()
+                for t in kinds.values()
+            ]
+            rows.append(f"| {ph} | " + " | ".join(cells) + " |")
+        rows += [
+            "",
+            "| gap to SAM(SGD), ms per step (a tenth of the steps refresh) | refresh | update "
+            "phase | rest (passes, perturbation, restore) | Sassha step | SAM step | ratio |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for arm, g in prof["gap_to_sam"].items():
+            rows.append(
+                f"| {STEP_ARMS.get(arm, arm)} | {g['refresh_ms']:+.2f} | {g['update_ms']:+.2f} | "
+                f"{g['rest_ms']:+.2f} | {g['step_ms']:.2f} | {g['sam_ms']:.2f} | "
+                f"{g['step_ms'] / g['sam_ms']:.3f} |"
+            )
+        out = [*rows, "", *out]
+    ur = st.get("update_rules")
+    if ur:
+        out.append(
+            f"- The update rules alone on the MLP's tensors (ms per call, median over "
+            f"{ur['repeats']} interleaved rounds of {ur['calls_per_round']} calls): "
+            + ", ".join(f"{k} {v:.3f}" for k, v in ur["ms_per_call"].items())
+            + ". Recomputing D̂^α + eps (`pow`, `div`, `add` and an allocation per tensor) is "
+            "what makes Sassha's update dearer than SGD's momentum step on the steps without a "
+            "refresh; `cache_denominator=True` removes it (bitwise the same steps, one more "
+            "tensor per parameter), which leaves the refresh as the part of the gap that no "
+            "implementation of the method can remove."
+        )
+    return out
+
+
+def issue31_lines(lm: dict | None, st: dict | None) -> list[str]:
+    """Issue 31's deliverables with their verdicts and intervals, from lm.json and step_time.json."""
+    out = [
+        "**Issue 31: deliverables and verdicts** (rendered from `lm.json` and `step_time.json`):",
+        "",
+    ]
+    if lm:
+        paired, seeds = lm.get("paired", {}), lm["protocol"]["seeds"]
+        res = lm.get("results", {})
+
+        def cell(budget: str, pair: str) -> str:
+            iv = paired.get(budget, {}).get(pair)
+            return _iv(iv).replace("**", "") if iv else "not run"
+
+        for budget in LM_BUDGETS:
+            if budget not in paired:
+                out.append(f"- Language model, {LM_BUDGETS[budget]}: not run.")
+                continue
+            diverged = sum(r["diverged"] for r in res.get(budget, {}).values())
+            out.append(
+                f"- Language model, {LM_BUDGETS[budget]} ({len(seeds)} seeds, 95 % t): paper "
+                f"recipe − AdamW {cell(budget, 'sassha-paper - adamw')}; package defaults − "
+                f"AdamW {cell(budget, 'sassha - adamw')}; paper recipe − SAM-AdamW "
+                f"{cell(budget, 'sassha-paper - sam-adamw')}; paper recipe − Sophia-H "
+                f"{cell(budget, 'sassha-paper - sophia-h')}; diverged runs: {diverged}."
+            )
+        stalled = [
+            f"{LM_BUDGETS[b]}: {n} seed(s) {[seeds[i] for i in idx]}"
+            for b, arms in lm.get("outliers", {}).items()
+            for n, idx in arms.items()
+        ]
+        out.append(
+            "- Stalled seeds (final loss > 0.15 nats above the arm's median; kept in every "
+            "interval, robustness table under Language model below): "
+            + ("; ".join(stalled) if stalled else "none")
+            + "."
+        )
+        out.append(
+            "- Paper recipe available as a preset (`Sassha.paper_lm`: α 1 → 0.8, clipping before "
+            "the perturbation, ρ warm-up, no bias correction) and compared with the defaults: "
+            f"recipe − defaults at equal iterations {cell('iters', 'sassha-paper - sassha')}."
+        )
+        edges = [
+            f"{n} ({LM_BUDGETS[b]})"
+            for b, arms in lm.get("selection", {}).items()
+            for n, c in arms.items()
+            if c.get("on_edge")
+        ]
+        out.append(
+            "- Learning-rate grids extended until no selection sits on an edge (AdamW included): "
+            + ("met" if not edges else "missed for " + ", ".join(edges))
+            + " (the equal-wall-time rows use the lr selected at equal gradient evaluations)."
+        )
+        pv = lm.get("probe_variance")
+        if pv:
+            parts = ", ".join(
+                f"batch {b}: {r['rel_var_probe']:.1f} across probes, {r['rel_var_batch']:.2f} "
+                "across batches"
+                for b, r in pv["by_batch"].items()
+            )
+            out.append(
+                f"- Hessian noise reported (relative variance of the one-probe estimate: {parts}); "
+                "the probe part does not shrink with the batch, so no batch size makes one "
+                "estimate signal-dominated; 4 probes per refresh instead of 1, paper recipe: "
+                f"{cell('iters', 'sassha-paper+probes4 - sassha-paper')}."
+            )
+    if st:
+        r1, r10 = st["ratios"]["sassha-k1 / official-k1"], st["ratios"]["sassha / sam"]
+        t = st["targets"]
+
+        def word(label: str) -> str:
+            return "met" if t[label]["met"] else "missed"
+
+        prof = st["profile"]["ms_per_step"]
+        passes = ("first pass", "second pass", "Hessian-vector product + restore")
+        bound = sum(prof["sassha-k1"][p] for p in passes) / sum(prof["official-k1"].values())
+        out.append(
+            f"- k = 1 ≤ 0.8× the official step: {word('sassha-k1 / official-k1')}, median "
+            f"{r1['median']:.3f}× (min {r1['min']:.3f}, max {r1['max']:.3f}); the three autograd "
+            f"passes that both steps share bound any implementation at {bound:.2f}× (profile "
+            "under (g))."
+        )
+        line = (
+            f"- k = 10 ≤ 1.05× SAM in the same run: {word('sassha / sam')} with the defaults, "
+            f"median {r10['median']:.3f}× (min {r10['min']:.3f}, max {r10['max']:.3f})"
+        )
+        if "sassha-cache / sam" in st["ratios"]:
+            rc = st["ratios"]["sassha-cache / sam"]
+            line += (
+                f"; {word('sassha-cache / sam')} with `cache_denominator=True` (bitwise the same "
+                f"steps), median {rc['median']:.3f}× (min {rc['min']:.3f}, max {rc['max']:.3f})"
+            )
+        gap = st.get("profile_k10", {}).get("gap_to_sam", {})
+        if gap:
+            g = gap.get("sassha-cache", gap.get("sassha"))
+            line += (
+                f". Of the gap to SAM ({g['sam_ms']:.2f} ms per step in the k = 10 profile), the "
+                f"refresh costs {g['refresh_ms']:+.2f} ms per step "
+                f"({100 * g['refresh_ms'] / g['sam_ms']:.1f} % of a SAM step), the update phase "
+                f"{g['update_ms']:+.2f} ms with the cache and "
+                f"{gap['sassha']['update_ms']:+.2f} ms without"
+            )
+        out.append(line + ".")
+    return out
 
 
 def _produced(payload: dict) -> str:
@@ -629,6 +851,8 @@ def render() -> str:
     if not (acc or tim or mem or std or start or rss or ln or lm or load("step_time")):
         return "No benchmark results yet: run `python benchmarks/run.py`."
     out = ["Numbers generated from `benchmarks/results/*.json` by `benchmarks/render.py`."]
+    if lm or load("step_time"):
+        out += ["", *issue31_lines(lm, load("step_time"))]
     if ln:
         out += [
             "",

@@ -3,7 +3,9 @@
 Arms (MLP 784-256-256-10, batch 128, synthetic inputs, each from the same initial weights):
 
 - ``sam``: SAM(SGD), the package preset;
-- ``sassha`` (k = 10) and ``sassha-k1`` (k = 1): this package, closure API;
+- ``sassha`` (k = 10) and ``sassha-k1`` (k = 1): this package, closure API, defaults;
+- ``sassha-cache`` (k = 10, ``cache_denominator=True``): the same steps, bitwise, with
+  ``D̂^α + eps`` kept between refreshes (no ``pow``/``div``/``add`` on the other nine steps);
 - ``official-k1``, ``official-k10``: the official code's step, written here from its published
   behaviour (README: Deviations): the trainer's loop (plain backward at w; perturb;
   ``backward(create_graph=True)`` at w + ε on *every* step; restore w through ``.data``; then the
@@ -16,6 +18,11 @@ A/B...), so load on the machine hits every arm alike. Per arm the median of the 
 pair (e.g. ``sassha-k1`` / ``official-k1``) the ratio within each round, with min/median/max over
 rounds. A phase profile (``--profile-steps`` k = 1 steps of each implementation, interleaved) splits
 one step into first pass, perturbation, second pass, Hessian-vector product (+ restore) and update.
+A second profile does the same at k = 10 for ``sassha``, ``sassha-cache`` and SAM (explicit loop,
+steps with and without a refresh kept apart) and splits the gap to SAM into the refresh, the update
+phase and the rest; a third times the update rules alone on the MLP's tensors (``functional.sassha``
+without a refresh, with and without the cached denominator, against torch's functional SGD with
+momentum and AdamW), interleaved, median over rounds.
 
 Writes benchmarks/results/step_time.json (``--quick``: results/quick/) and re-renders the README.
 Usage: OMP_NUM_THREADS=1 nice -n 15 python benchmarks/step_time.py [--repeats 61] [--quick]
@@ -46,10 +53,12 @@ PAIRS = {
     "sassha-k1 / official-k1": ("sassha-k1", "official-k1"),
     "sassha / official-k10": ("sassha", "official-k10"),
     "sassha / sam": ("sassha", "sam"),
+    "sassha-cache / sam": ("sassha-cache", "sam"),
+    "sassha-cache / sassha": ("sassha-cache", "sassha"),
     "sassha-k1 / sam": ("sassha-k1", "sam"),
     "official-k1 / sam": ("official-k1", "sam"),
 }
-TARGETS = {"sassha-k1 / official-k1": 0.8, "sassha / sam": 1.05}
+TARGETS = {"sassha-k1 / official-k1": 0.8, "sassha / sam": 1.05, "sassha-cache / sam": 1.05}
 SETTINGS = {"lr": 0.15, "rho": 0.2, "weight_decay": 5e-4 / 0.15}  # the "sassha" preset's values
 
 
@@ -142,15 +151,157 @@ def _model() -> nn.Module:
 
 def _arms(x: Tensor, y: Tensor) -> dict[str, Callable[[], object]]:
     arms: dict[str, Callable[[], object]] = {}
-    for name in ("sam", "sassha", "sassha-k1"):
+    for name in ("sam", "sassha", "sassha-cache", "sassha-k1"):
         model = _model()
-        opt = build_optimizer(name, model.parameters())
+        opt = _build(name, model)
         closure = make_closure(opt, model, x, y)
         arms[name] = lambda opt=opt, closure=closure: opt.step(closure)
     for k in (1, 10):
         official = OfficialStep(_model(), k)
         arms[f"official-k{k}"] = lambda official=official: official.step(x, y)
     return arms
+
+
+def _build(name: str, model: nn.Module) -> torch.optim.Optimizer:
+    if name == "sassha-cache":
+        return build_optimizer("sassha", model.parameters(), {"cache_denominator": True})
+    return build_optimizer(name, model.parameters())
+
+
+def _sam_phases(opt, model: nn.Module, x: Tensor, y: Tensor, phases: dict[str, float]) -> None:
+    """One SAM(SGD) step by the same phases (its two steps; the restore in ``second_step`` is
+    the bitwise copy of w, the rest of it the base SGD step)."""
+    clock = _Clock(phases)
+    opt.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(model(x), y).backward()
+    clock("first pass")
+    opt.first_step(zero_grad=True)
+    clock("perturbation")
+    nn.functional.cross_entropy(model(x), y).backward()
+    clock("second pass")
+    with torch.no_grad():
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if "old_p" in opt.state[p]:
+                    p.copy_(opt.state[p].pop("old_p"))
+    clock("Hessian-vector product + restore")
+    opt.base_optimizer.step()
+    opt.zero_grad(set_to_none=True)
+    clock("update")
+
+
+def profile_k10(x: Tensor, y: Tensor, steps: int) -> dict:
+    """k = 10 phases of ``sassha``, ``sassha-cache`` and SAM(SGD), interleaved step by step;
+    Sassha's steps with and without a refresh are summed apart (``steps`` a multiple of 10, after
+    the Hessian warm-up, so a tenth of them refresh)."""
+    arms = {n: (_build(n, m := _model()), m) for n in ("sassha", "sassha-cache", "sam")}
+    for _ in range(20):  # past the Hessian warm-up (k = 10 steps) and allocator warm-up
+        for name, (opt, model) in arms.items():
+            (_sam_phases if name == "sam" else _ours_phases)(opt, model, x, y, {})
+    totals: dict[str, dict[str, dict[str, float]]] = {n: {} for n in arms}
+    counts: dict[str, dict[str, int]] = {n: {} for n in arms}
+    for _ in range(steps):
+        for name, (opt, model) in arms.items():
+            kind = "refresh" if name != "sam" and opt.hessian_due else "other"  # type: ignore[attr-defined]
+            counts[name][kind] = counts[name].get(kind, 0) + 1
+            phases = totals[name].setdefault(kind, {})
+            (_sam_phases if name == "sam" else _ours_phases)(opt, model, x, y, phases)
+    ms = {
+        n: {k: {ph: 1000 * v / counts[n][k] for ph, v in t.items()} for k, t in kinds.items()}
+        for n, kinds in totals.items()
+    }
+    sam = ms["sam"]["other"]
+    gap = {}
+    for name in ("sassha", "sassha-cache"):
+        other, ref = ms[name]["other"], ms[name]["refresh"]
+        frac = counts[name]["refresh"] / steps
+        gap[name] = {
+            "sam_ms": sum(sam.values()),
+            "step_ms": frac * sum(ref.values()) + (1 - frac) * sum(other.values()),
+            "refresh_ms": frac * (sum(ref.values()) - sum(other.values())),
+            "update_ms": other["update"] - sam["update"],
+            "rest_ms": sum(v - sam[ph] for ph, v in other.items() if ph != "update"),
+        }
+    return {"steps": steps, "ms_per_step": ms, "refresh_fraction": 0.1, "gap_to_sam": gap}
+
+
+def update_rules(repeats: int, calls: int = 20) -> dict:
+    """The update rules alone on the MLP's parameter shapes (no autograd): ms per call of
+    ``functional.sassha`` without a refresh (denominator recomputed / cached), torch's functional
+    SGD with momentum and weight decay (SAM's base step) and AdamW; interleaved, median over
+    ``repeats`` rounds of ``calls`` calls."""
+    from sassha_optim.functional import sassha as sassha_update
+    from torch.optim.adamw import adamw
+    from torch.optim.sgd import sgd
+
+    shapes = [p.shape for p in _model().parameters()]
+    gen = torch.Generator().manual_seed(0)
+
+    def tensors() -> list[Tensor]:
+        return [torch.randn(s, generator=gen) * 1e-2 for s in shapes]
+
+    params, grads, m, d = tensors(), tensors(), tensors(), [t.abs() for t in tensors()]
+    n = len(params)
+    dens: list[Tensor | None] = [None] * n
+    kw = {"lr": 1e-4, "beta1": 0.9, "beta2": 0.999, "weight_decay": 3e-3, "hessian_power": 0.5}
+    bufs: list[Tensor | None] = [torch.zeros_like(p) for p in params]
+    am, av = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
+    steps_t = [torch.tensor(1.0) for _ in params]
+
+    def run_sassha(cache: bool) -> None:
+        sassha_update(params, grads, m, d, None, [5] * n, [1] * n, eps=1e-4, foreach=False,
+                      denominators=dens if cache else None, **kw)  # fmt: skip
+
+    rules: dict[str, Callable[[], None]] = {
+        "sassha (no refresh)": lambda: run_sassha(False),
+        "sassha, cached denominator": lambda: run_sassha(True),
+        "SGD momentum (SAM's base)": lambda: sgd(
+            params,
+            grads,
+            bufs,
+            foreach=False,
+            weight_decay=5e-4,
+            momentum=0.9,
+            lr=1e-4,
+            dampening=0.0,
+            nesterov=False,
+            maximize=False,
+        ),
+        "AdamW": lambda: adamw(
+            params,
+            grads,
+            am,
+            av,
+            [],
+            steps_t,
+            foreach=False,
+            amsgrad=False,
+            beta1=0.9,
+            beta2=0.999,
+            lr=1e-4,
+            weight_decay=1e-2,
+            eps=1e-8,
+            maximize=False,
+        ),
+    }
+    times: dict[str, list[float]] = {k: [] for k in rules}
+    with torch.no_grad():
+        for f in rules.values():
+            for _ in range(5):
+                f()
+        names = list(rules)
+        for r in range(repeats):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                start = time.perf_counter()
+                for _ in range(calls):
+                    rules[name]()
+                times[name].append(1000 * (time.perf_counter() - start) / calls)
+    return {
+        "repeats": repeats,
+        "calls_per_round": calls,
+        "ms_per_call": {k: statistics.median(v) for k, v in times.items()},
+        "ms_min_max": {k: [min(v), max(v)] for k, v in times.items()},
+    }
 
 
 def _ours_phases(opt, model: nn.Module, x: Tensor, y: Tensor, phases: dict[str, float]) -> None:
@@ -229,6 +380,8 @@ def run(repeats: int, block: int, warmup: int, profile_steps: int) -> dict:
             for label, bound in TARGETS.items()
         },
         "profile": profile(x, y, profile_steps),
+        "profile_k10": profile_k10(x, y, 10 * max(1, profile_steps // 2)),
+        "update_rules": update_rules(max(5, repeats // 2)),
     }
 
 

@@ -275,3 +275,116 @@ def test_loss_only_closure_errors():
     assert not opt.is_perturbed and opt.global_step == 0
     loss = opt.step(lambda: torch.nn.functional.cross_entropy(model(x), y))
     assert math.isfinite(float(loss.detach())) and opt.global_step == 1
+
+
+# ---------------------------------------------------------------- cached denominator (0.7.0)
+def _trajectory(steps=25, **kw):
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3)
+    ).double()
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.randn(32, 6, generator=gen).double(), torch.randint(0, 3, (32,), generator=gen)
+    opt = Sassha(model.parameters(), lr=0.1, rho=0.1, lazy_hessian=3, weight_decay=1e-2, **kw)
+    for _ in range(steps):
+        opt.step(lambda: torch.nn.functional.cross_entropy(model(x), y))
+    return model, opt
+
+
+def _alpha_schedule(t):  # changes α on step 9, which does not refresh (k = 3: 1-4, 7, 10, ...)
+    return 0.5 if t < 9 else 0.8
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"foreach": True},
+        {"bias_correction": "step", "hessian_warmup": 0},
+        {"bias_correction": "none"},
+        {"hessian_power": _alpha_schedule},
+        {"hessian_power": _alpha_schedule, "foreach": True},
+    ],
+)
+def test_cache_denominator_is_bitwise_the_same_trajectory(kw):
+    """``cache_denominator=True`` reuses ``D̂^α + eps`` between refreshes: the same weights and
+    state, bit for bit, including across an α change between refreshes (the cache is rebuilt)."""
+    ref_model, ref = _trajectory(**kw)
+    model, opt = _trajectory(cache_denominator=True, **kw)
+    for a, b in zip(ref_model.parameters(), model.parameters()):
+        assert torch.equal(a, b)
+    for p, q in zip(ref_model.parameters(), model.parameters()):
+        for key in ("exp_avg", "exp_hessian_diag"):
+            assert torch.equal(ref.state[p][key], opt.state[q][key])
+    assert len(opt._denominators) == 4 and not ref._denominators
+
+
+def test_cache_denominator_reuses_between_refreshes_and_rebuilds_on_refresh():
+    model, opt = _trajectory(steps=4, cache_denominator=True)  # steps 1-4 refresh (warm-up)
+    p = next(model.parameters())
+    x, y = torch.randn(8, 6).double(), torch.randint(0, 3, (8,))
+
+    def closure():
+        return torch.nn.functional.cross_entropy(model(x), y)
+
+    first = opt._denominators[p][1]
+    opt.step(closure)  # step 5: no refresh -> same tensor object
+    assert opt._denominators[p][1] is first
+    opt.step(closure)  # step 6
+    assert opt._denominators[p][1] is first
+    opt.step(closure)  # step 7 refreshes -> a new denominator from the new D
+    new = opt._denominators[p][1]
+    assert new is not first
+    d = opt.state[p]["exp_hessian_diag"]
+    c2 = (1 - 0.999 ** opt.state[p]["hessian_refreshes"]) ** 0.5
+    assert torch.equal(new, d.pow(0.5).div_(c2).add_(1e-4))
+
+
+def test_cache_denominator_state_dict_round_trip_continues_bitwise():
+    """The cache is not in the ``state_dict``; a resumed optimizer rebuilds it from D."""
+    ref_model, _ = _trajectory(steps=20, cache_denominator=True)
+    model, opt = _trajectory(steps=8, cache_denominator=True)
+    sd = copy.deepcopy(opt.state_dict())
+    assert all("denominator" not in k for s in sd["state"].values() for k in s)
+    opt2 = Sassha(model.parameters(), lr=0.1, rho=0.1, lazy_hessian=3, weight_decay=1e-2,
+                  cache_denominator=True)  # fmt: skip
+    opt2.load_state_dict(sd)
+    gen = torch.Generator().manual_seed(2)
+    x, y = torch.randn(32, 6, generator=gen).double(), torch.randint(0, 3, (32,), generator=gen)
+    for _ in range(12):
+        opt2.step(lambda: torch.nn.functional.cross_entropy(model(x), y))
+    for a, b in zip(ref_model.parameters(), model.parameters()):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_functional_denominators_are_filled_then_used(foreach):
+    t = random_lists(torch.float64)
+    n = len(t["params"])
+    kw = dict(lr=0.1, beta1=0.9, beta2=0.99, weight_decay=0.0, hessian_power=0.5, eps=1e-4)
+    dens: list = [None] * n
+    sassha(t["params"], t["grads"], t["exp_avgs"], t["exp_hessian_diags"], None, [1] * n,
+           [1] * n, foreach=foreach, denominators=dens, **kw)  # fmt: skip
+    c2 = (1 - 0.99) ** 0.5
+    for d, den in zip(t["exp_hessian_diags"], dens):
+        assert torch.equal(den, d.pow(0.5).div_(c2).add_(1e-4))
+    # a given entry is used as it is: a denominator of 1 gives w ← w − η m̂ for that tensor
+    params = [p.clone() for p in t["params"]]
+    ones = [torch.ones_like(p) for p in params]
+    m = [a.clone() for a in t["exp_avgs"]]
+    sassha(params, t["grads"], m, t["exp_hessian_diags"], None, [2] * n, [1] * n,
+           foreach=foreach, denominators=list(ones), **kw)  # fmt: skip
+    for p0, p1, mi in zip(t["params"], params, m):
+        assert torch.equal(p1, p0.addcdiv(mi, torch.ones_like(p0), value=-0.1 / (1 - 0.9**2)))
+    with pytest.raises(ValueError, match="denominators has 1 entries"):
+        sassha(params, t["grads"], m, t["exp_hessian_diags"], None, [2] * n, [1] * n,
+               denominators=[None], **kw)  # fmt: skip
+
+
+def test_cache_denominator_validation_and_group_key():
+    w = torch.nn.Parameter(torch.ones(2))
+    with pytest.raises(ValueError, match="cache_denominator"):
+        Sassha([w], cache_denominator="yes")
+    opt = Sassha([w], cache_denominator=True)
+    with pytest.raises(ValueError, match="optimizer-wide"):
+        opt.add_param_group({"params": [torch.nn.Parameter(torch.ones(1))], "cache_denominator": 1})

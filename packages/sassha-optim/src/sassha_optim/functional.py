@@ -137,6 +137,7 @@ def sassha(
     eps: float,
     bias_correction: str = "refresh",
     moment_bias_correction: bool = True,
+    denominators: list[Tensor | None] | None = None,
 ) -> None:
     r"""Functional Sassha update (steps 4, 6, 7, 8), in place on ``params`` and the state lists.
 
@@ -156,6 +157,13 @@ def sassha(
     ``torch._foreach_*`` kernels when every tensor is on CUDA; both paths compute the same
     arithmetic (``mul_`` + ``add_`` EMAs, ``pow`` → ``div_`` → ``add_`` denominator, ``addcdiv_``).
     ``moment_bias_correction=False`` uses ``m̂ = m`` (the official language-model variant).
+
+    ``denominators`` (optional, one entry per parameter) caches ``D^α / c2^α + eps`` between
+    refreshes: an entry that is a tensor is used as this step's denominator as it is (the caller
+    guarantees that D, α, c2 and eps have not changed since it was made); an entry that is None
+    is computed as usual and stored into the list. The result is bitwise the same as without the
+    cache (the same operations on the same values); it saves the ``pow``, ``div`` and ``add``
+    passes and an allocation on the steps between refreshes.
     """
     n = len(params)
     lists: dict[str, Sequence[object]] = {
@@ -174,6 +182,8 @@ def sassha(
     for name, values in lists.items():
         if len(values) != n:
             raise ValueError(f"sassha: {name} has {len(values)} entries for {n} params")
+    if denominators is not None and len(denominators) != n:
+        raise ValueError(f"sassha: denominators has {len(denominators)} entries for {n} params")
     if bias_corrections2 is None:
         if bias_correction == "step" and last_refresh_steps is None:
             raise ValueError('sassha: bias_correction="step" needs last_refresh_steps')
@@ -198,6 +208,7 @@ def sassha(
             bc1,
             [float(b) for b in bias_corrections2],
             active,
+            denominators=denominators,
             lr=float(lr),
             beta1=beta1,
             beta2=beta2,
@@ -223,17 +234,20 @@ def _single_tensor_sassha(
     weight_decay: float,
     alpha: float,
     eps: float,
+    denominators: list[Tensor | None] | None = None,
 ) -> None:
     """Readable reference loop over the tensors (update steps 4, 6, 7, 8)."""
-    for p, g, m, d, h, bc1, bc2, go in zip(
-        params,
-        grads,
-        exp_avgs,
-        exp_hessian_diags,
-        hessians,
-        bias_corrections1,
-        bias_corrections2,
-        active,
+    for i, (p, g, m, d, h, bc1, bc2, go) in enumerate(
+        zip(
+            params,
+            grads,
+            exp_avgs,
+            exp_hessian_diags,
+            hessians,
+            bias_corrections1,
+            bias_corrections2,
+            active,
+        )
     ):
         if h is not None:
             h.abs_()  # stable Hessian approximation: |Ĥ|
@@ -243,7 +257,11 @@ def _single_tensor_sassha(
             continue
         if weight_decay != 0:
             p.mul_(1 - lr * weight_decay)  # decoupled weight decay
-        denom = d.pow(alpha).div_(bc2).add_(eps)  # D̂^α + eps, D̂^α = D^α / c2^α
+        denom = denominators[i] if denominators is not None else None
+        if denom is None:
+            denom = d.pow(alpha).div_(bc2).add_(eps)  # D̂^α + eps, D̂^α = D^α / c2^α
+            if denominators is not None:
+                denominators[i] = denom
         p.addcdiv_(m, denom, value=-lr / bc1)  # w ← w − η m̂ / (D̂^α + eps)
 
 
@@ -263,6 +281,7 @@ def _multi_tensor_sassha(
     weight_decay: float,
     alpha: float,
     eps: float,
+    denominators: list[Tensor | None] | None = None,
 ) -> None:
     """``torch._foreach_*`` version of :func:`_single_tensor_sassha`, per (device, dtype)."""
     groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
@@ -285,8 +304,16 @@ def _multi_tensor_sassha(
         p_go = [params[i] for i in go]
         if weight_decay != 0:
             torch._foreach_mul_(p_go, 1 - lr * weight_decay)
-        denom = torch._foreach_pow([exp_hessian_diags[i] for i in go], alpha)
-        torch._foreach_div_(denom, [bias_corrections2[i] for i in go])
-        torch._foreach_add_(denom, eps)
+        cached: list[Tensor | None] = (
+            denominators if denominators is not None else [None] * len(params)
+        )
+        new = [i for i in go if cached[i] is None]
+        if new:
+            fresh = torch._foreach_pow([exp_hessian_diags[i] for i in new], alpha)
+            torch._foreach_div_(fresh, [bias_corrections2[i] for i in new])
+            torch._foreach_add_(fresh, eps)
+            for i, t in zip(new, fresh):
+                cached[i] = t
+        denom = [cast(Tensor, cached[i]) for i in go]
         step_sizes = [-lr / bias_corrections1[i] for i in go]
         torch._foreach_addcdiv_(p_go, [exp_avgs[i] for i in go], denom, step_sizes)

@@ -62,6 +62,7 @@ _GLOBAL_KEYS = (
     "rho_warmup",
     "moment_bias_correction",
     "nonfinite",
+    "cache_denominator",
 )
 _BIAS_CORRECTIONS = ("refresh", "step", "none")
 _HVP_POINTS = ("perturbed", "reference")
@@ -227,6 +228,11 @@ class Sassha(Optimizer):
             (default: False, per-worker perturbations as in the official code).
         seed: seed of the per-device probe generators (same on every rank) (default: 0).
         foreach: use ``torch._foreach_*`` kernels; None = only when all parameters are on CUDA.
+        cache_denominator: keep ``D̂^α + eps`` of every parameter between refreshes and reuse it
+            on the steps that do not refresh (``D``, ``α``, ``c2`` and ``eps`` unchanged), instead
+            of recomputing it (``pow``, ``div``, ``add`` and an allocation per tensor per step).
+            Bitwise the same trajectory; costs one more tensor per parameter between steps
+            (not in the ``state_dict``: rebuilt after loading) (default: False).
         nonfinite: ``"raise"`` (default) raises :class:`NonFiniteError` on a NaN/Inf loss,
             gradient or Hessian estimate; ``"skip"`` restores ``w``, leaves the state untouched and
             counts the step in :attr:`skipped_steps`. Either way the state is never corrupted.
@@ -259,6 +265,7 @@ class Sassha(Optimizer):
         seed: int = 0,
         foreach: bool | None = None,
         nonfinite: str = "raise",
+        cache_denominator: bool = False,
     ) -> None:
         _validate_group_values(
             {
@@ -337,6 +344,12 @@ class Sassha(Optimizer):
             "True or False",
         )
         _check(isinstance(seed, int), "seed", seed, "an integer")
+        _check(
+            cache_denominator in (True, False),
+            "cache_denominator",
+            cache_denominator,
+            "True or False",
+        )
         self.options: dict[str, Any] = {
             "lazy_hessian": lazy_hessian,
             "hessian_warmup": hessian_warmup,
@@ -353,6 +366,7 @@ class Sassha(Optimizer):
             "rho_warmup": rho_warmup,
             "moment_bias_correction": moment_bias_correction,
             "nonfinite": nonfinite,
+            "cache_denominator": cache_denominator,
         }
         defaults = {
             "lr": lr,
@@ -376,6 +390,8 @@ class Sassha(Optimizer):
         self._warned_partial_graph = False
         self._graph_grads: dict[Tensor, Tensor] = {}
         self._cycle_warning_seen = False
+        # cache_denominator: parameter -> (what the denominator was made from, D̂^α + eps)
+        self._denominators: dict[Tensor, tuple[tuple[float, ...], Tensor]] = {}
         super().__init__(params, defaults)
 
     @classmethod
@@ -746,8 +762,9 @@ class Sassha(Optimizer):
             group["_hessian_power_value"] = alpha
             beta1, beta2 = group["betas"]
             lists: dict[str, list[Any]] = {
-                k: [] for k in ("p", "g", "m", "d", "h", "s", "n_ref", "t_ref", "bc2")
+                k: [] for k in ("p", "g", "m", "d", "h", "s", "n_ref", "t_ref", "bc2", "den", "key")
             }
+            cache = self._denominators if self.options["cache_denominator"] else None
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -770,6 +787,20 @@ class Sassha(Optimizer):
                         state["bias_correction2"] = (1 - beta2 ** state["step"]) ** alpha
                     if self.options["keep_hessian"]:
                         state["hessian"] = h
+                if cache is not None:  # valid while D, α, c2 and eps are unchanged
+                    cache_key = (
+                        alpha,
+                        float(group["eps"]),
+                        float(beta2),
+                        float(state["hessian_refreshes"]),
+                        float(state["last_refresh_step"]),
+                        float(state.get("bias_correction2", 1.0)),
+                    )
+                    hit = cache.get(p)
+                    lists["key"].append(cache_key)
+                    lists["den"].append(
+                        hit[1] if h is None and hit is not None and hit[0] == cache_key else None
+                    )
                 for key, value in (
                     ("p", p),
                     ("g", p.grad),
@@ -803,7 +834,12 @@ class Sassha(Optimizer):
                 eps=group["eps"],
                 bias_correction=mode,
                 moment_bias_correction=self.options["moment_bias_correction"],
+                denominators=lists["den"] if cache is not None else None,
             )
+            if cache is not None:
+                for p, key, den in zip(lists["p"], lists["key"], lists["den"]):
+                    if den is not None:
+                        cache[p] = (key, den)
 
     # ------------------------------------------------------------------ state dict
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -815,6 +851,7 @@ class Sassha(Optimizer):
         options.setdefault("clip_before_perturbation", False)  # added in 0.6.0
         options.setdefault("rho_warmup", 0)
         options.setdefault("moment_bias_correction", True)
+        options.setdefault("cache_denominator", False)  # added in 0.7.0
         for key, value in (
             ("_global_step", 0),
             ("_hvp_calls", 0),
@@ -827,6 +864,7 @@ class Sassha(Optimizer):
             ("_warned_partial_graph", False),
             ("_graph_grads", {}),
             ("_cycle_warning_seen", False),
+            ("_denominators", {}),
         ):
             self.__dict__.setdefault(key, value)
         for group in self.param_groups:
@@ -860,6 +898,7 @@ class Sassha(Optimizer):
             for per_param in self.state.values():
                 per_param.pop("hessian", None)
         self._generators = {}
+        self._denominators = {}  # D may have changed: rebuild the cached denominators
         if extra is None:
             steps = [s.get("step", 0) for s in self.state.values()]
             refreshes = [s.get("hessian_refreshes", 0) for s in self.state.values()]
