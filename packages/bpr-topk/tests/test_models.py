@@ -36,6 +36,41 @@ def test_mvn_prior_matches_torch():
     assert code.log_prior().item() == 0.0  # b = 0 at init; no log-det term
 
 
+@pytest.mark.parametrize("link", ["exp", "softplus"])
+def test_per_site_dispersion_keeps_the_mean_and_sets_each_sites_variance(link):
+    m, X, time = _negbin(link)
+    site = NegBinMixedEffects(6, 3, link=link, dispersion="site", dispersion_scale=0.5)
+    site.load_state_dict({**m.state_dict(), "delta": torch.zeros(6)})
+    y = torch.randint(0, 5, (4, 6))
+    # δ = 0: the global model exactly (log-probability and prior)
+    assert torch.equal(site.log_prob(y, X, time), m.log_prob(y, X, time))
+    n0 = torch.distributions.Normal(0.0, 0.5).log_prob(torch.zeros(6)).sum()
+    assert torch.allclose(site.log_prior(), m.log_prior() + n0)
+    with torch.no_grad():
+        site.delta.copy_(torch.linspace(-2, 2, 6))
+    q_s = torch.sigmoid(m.zeta + site.delta)
+    mean = m.mean(X, time)
+    # the mean does not move with δ; the variance is mean / (1 − q_s) (closed form)
+    assert torch.allclose(site.mean(X, time), mean, rtol=1e-5)
+    assert torch.allclose(site(X, time).variance, mean / (1 - q_s), rtol=1e-5)
+    g = torch.exp(m.eta(X, time)) if link == "exp" else torch.nn.functional.softplus(m.eta(X, time))
+    ref = NegativeBinomial(total_count=g * torch.exp(-site.delta), probs=q_s)
+    assert torch.allclose(site.log_prob(y, X, time), ref.log_prob(y.float()), atol=1e-5)
+    ref_prior = torch.distributions.Normal(0.0, 0.5).log_prob(site.delta).sum()
+    assert torch.allclose(site.log_prior() - m.log_prior(), ref_prior, rtol=1e-5)
+    assert sum(p.numel() for p in site.parameters()) == 3 * 6 + 3 + 5
+    # a checkpoint's config rebuilds it
+    from bpr_topk.models import build_model
+
+    again = build_model("negbin", site.config())
+    again.load_state_dict(site.state_dict())
+    assert torch.equal(again.log_prob(y, X, time), site.log_prob(y, X, time))
+    with pytest.raises(ValueError, match="dispersion must be"):
+        NegBinMixedEffects(3, 2, dispersion="tract")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dispersion_scale must be"):
+        NegBinMixedEffects(3, 2, dispersion="site", dispersion_scale=0.0)
+
+
 def test_truncated_normal_integrates_to_one_and_samples_in_support():
     d = TruncatedNormal(torch.tensor([5.0, 140.0]), torch.tensor([3.0, 20.0]), 0.0, 150.0)
     x = torch.linspace(0, 150, 200_001)[:, None]

@@ -57,6 +57,7 @@ class TrainConfig:
     nll_tolerance: float = 0.01
     init: str = "official"
     site_slopes: bool = True
+    dispersion: str = "global"
 
 
 @dataclass
@@ -70,10 +71,15 @@ class EvalConfig:
 
 
 def make_model(
-    kind: str, data: TopKData, seed: int, link: str = "softplus", init_index: int | None = None
+    kind: str,
+    data: TopKData,
+    seed: int,
+    link: str = "softplus",
+    init_index: int | None = None,
+    dispersion: str = "global",
 ) -> ForecastModel:
-    """``negbin`` (Eq. 15, uses the features; ``link`` g) or ``truncnorm`` (Eq. 14, official
-    initialisation number ``seed`` unless ``init_index``)."""
+    """``negbin`` (Eq. 15, uses the features; ``link`` g, ``dispersion`` global or per site) or
+    ``truncnorm`` (Eq. 14, official initialisation number ``seed`` unless ``init_index``)."""
     if kind == "negbin":
         gen = torch.Generator().manual_seed(seed)
         return NegBinMixedEffects(
@@ -81,6 +87,7 @@ def make_model(
             data.num_features,
             link=link,  # type: ignore[arg-type]
             generator=gen,
+            dispersion=dispersion,  # type: ignore[arg-type]
         )
     if kind == "truncnorm":
         return TruncNormMixture.official_init(
@@ -137,7 +144,7 @@ def train_one(
     """Seed everything, build the model (optionally from ``init_state``: a warm start, then
     ``cfg.finetune_epochs``/``cfg.finetune_lr`` apply) and fit it with the chosen objective."""
     torch.manual_seed(seed)
-    model = make_model(kind, data, seed, cfg.link)
+    model = make_model(kind, data, seed, cfg.link, dispersion=cfg.dispersion)
     if cfg.init == "mean" and isinstance(model, NegBinMixedEffects):
         model.init_at_mean(data.train.y)
     if not cfg.site_slopes and isinstance(model, NegBinMixedEffects):
@@ -620,7 +627,7 @@ def history_protocol(
                 ref_nll,
                 cfg.nll_tolerance,
             )
-            model = make_model(kind, data, seed, "exp")
+            model = make_model(kind, data, seed, "exp", dispersion=cfg.dispersion)
             model.load_state_dict(states[i])
             name = "BPR-only" if objective == "bpr" else f"DAML eps={eps:g} [{rule} rule]"
             rows.append(

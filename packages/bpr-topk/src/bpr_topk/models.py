@@ -68,6 +68,12 @@ class NegBinMixedEffects(ForecastModel):
     ``q = sigmoid(ζ)``, ``(b_0s, b_1s) ~ N(0, Σ)`` with ``Σ = [[σ0², ρσ0σ1], [ρσ0σ1, σ1²]]``,
     ``ρ = tanh(u)``. Parameters: P = 2S + F + 5.
 
+    ``dispersion="site"`` (ours; the paper's and the official model's ``q`` is one global
+    parameter) gives every site its own dispersion at the same mean: ``q_s = sigmoid(ζ + δ_s)``
+    and ``total_count = g(η_st)·exp(−δ_s)``, so the mean ``g(η_st)·e^ζ`` does not depend on
+    ``δ`` and the variance is ``mean / (1 − q_s)``; ``δ_s ~ N(0, dispersion_scale²)`` enters
+    :meth:`log_prior` (P = 3S + F + 5). With ``δ = 0`` the model equals the global one.
+
     Args:
         num_sites: S.
         num_features: F.
@@ -76,6 +82,8 @@ class NegBinMixedEffects(ForecastModel):
         prior: ``"mvn"`` full bivariate normal log-density summed over sites (default) or
             ``"code"`` (official: ``−½·mean((BΣ⁻¹)⊙B)``, no log-det term).
         generator: random source for the official N(0, 1) initialisation (b0 = b1 = 0).
+        dispersion: ``"global"`` (Eq. 15, default) or ``"site"`` (per-site δ_s, see above).
+        dispersion_scale: prior standard deviation of δ_s (``dispersion="site"`` only).
     """
 
     def __init__(
@@ -86,6 +94,8 @@ class NegBinMixedEffects(ForecastModel):
         scale_link: Literal["softplus", "exp"] = "softplus",
         prior: Literal["mvn", "code"] = "mvn",
         generator: torch.Generator | None = None,
+        dispersion: Literal["global", "site"] = "global",
+        dispersion_scale: float = 1.0,
     ) -> None:
         super().__init__()
         if num_sites < 1 or num_features < 0:
@@ -98,6 +108,10 @@ class NegBinMixedEffects(ForecastModel):
             raise ValueError(f"scale_link must be 'softplus' or 'exp'; got {scale_link!r}")
         if prior not in ("mvn", "code"):
             raise ValueError(f"prior must be 'mvn' or 'code'; got {prior!r}")
+        if dispersion not in ("global", "site"):
+            raise ValueError(f"dispersion must be 'global' or 'site'; got {dispersion!r}")
+        if not (math.isfinite(dispersion_scale) and dispersion_scale > 0):
+            raise ValueError(f"dispersion_scale must be > 0; got {dispersion_scale!r}")
         self.num_sites, self.num_features = num_sites, num_features
         self.link, self.scale_link, self.prior = link, scale_link, prior
 
@@ -112,6 +126,9 @@ class NegBinMixedEffects(ForecastModel):
         self.sigma1_raw = normal()
         self.rho_raw = normal()  # u, ρ = tanh(u)
         self.zeta = normal()  # q = sigmoid(ζ)
+        self.dispersion, self.dispersion_scale = dispersion, float(dispersion_scale)
+        if dispersion == "site":  # δ_s: per-site log-odds of q around ζ, mean unchanged
+            self.delta = nn.Parameter(torch.zeros(num_sites))
 
     @torch.no_grad()
     def init_at_mean(self, y: Tensor) -> NegBinMixedEffects:
@@ -123,6 +140,8 @@ class NegBinMixedEffects(ForecastModel):
         self.b0.zero_()
         self.b1.zero_()
         self.zeta.zero_()  # q = 1/2: mean = g(η)
+        if self.dispersion == "site":
+            self.delta.zero_()
         target = torch.tensor(level)
         self.beta0.copy_(torch.log(target) if self.link == "exp" else inverse_softplus(target))
         return self
@@ -134,6 +153,8 @@ class NegBinMixedEffects(ForecastModel):
             "link": self.link,
             "scale_link": self.scale_link,
             "prior": self.prior,
+            "dispersion": self.dispersion,
+            "dispersion_scale": self.dispersion_scale,
         }
 
     def eta(self, X: Tensor, time: Tensor) -> Tensor:
@@ -152,8 +173,12 @@ class NegBinMixedEffects(ForecastModel):
             raise ValueError("NegBinMixedEffects needs covariates X [T, S, F] and time [T, S]")
         eta = self.eta(X, time)
         total_count = torch.exp(eta) if self.link == "exp" else F.softplus(eta)
-        total_count = total_count.clamp_min(1e-8)
-        return NegativeBinomial(total_count=total_count, logits=self.zeta.expand_as(eta))
+        if self.dispersion == "site":  # q_s = sigmoid(ζ + δ_s), total count scaled by e^{−δ_s}
+            total_count = total_count * torch.exp(-self.delta)
+            logits = (self.zeta + self.delta).expand_as(eta)
+        else:
+            logits = self.zeta.expand_as(eta)
+        return NegativeBinomial(total_count=total_count.clamp_min(1e-8), logits=logits)
 
     def _scales(self) -> tuple[Tensor, Tensor, Tensor]:
         act = F.softplus if self.scale_link == "softplus" else torch.exp
@@ -166,7 +191,18 @@ class NegBinMixedEffects(ForecastModel):
         return torch.stack([torch.stack([s0**2, off]), torch.stack([off, s1**2])])
 
     def log_prior(self) -> Tensor:
-        """``Σ_s log N((b_0s, b_1s); 0, Σ)`` (``prior="mvn"``) or the official code's penalty."""
+        """``Σ_s log N((b_0s, b_1s); 0, Σ)`` (``prior="mvn"``) or the official code's penalty,
+        plus ``Σ_s log N(δ_s; 0, dispersion_scale²)`` with ``dispersion="site"``."""
+        return self._random_effects_prior() + self._dispersion_prior()
+
+    def _dispersion_prior(self) -> Tensor:
+        if self.dispersion != "site":
+            return torch.zeros(())
+        tau = self.dispersion_scale
+        z = self.delta / tau
+        return (-0.5 * z**2 - math.log(tau) - 0.5 * math.log(2 * math.pi)).sum()
+
+    def _random_effects_prior(self) -> Tensor:
         s0, s1, rho = self._scales()
         B = torch.stack([self.b0, self.b1], dim=-1)  # [S, 2]
         if self.prior == "code":
