@@ -90,7 +90,7 @@ def render(res: dict[str, Any]) -> list[str]:
             if all(
                 sum(e["seed"] == s and e["model"] == m for e in entries) == len(lrs) for m in MODELS
             )
-        }  # fmt: skip
+        }
     )
     k = entries[0]["K"]
     lines = [

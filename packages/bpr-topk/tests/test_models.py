@@ -71,6 +71,31 @@ def test_per_site_dispersion_keeps_the_mean_and_sets_each_sites_variance(link):
         NegBinMixedEffects(3, 2, dispersion="site", dispersion_scale=0.0)
 
 
+def test_random_intercept_only_prior_is_the_marginal_of_b0_and_bounded():
+    """With the slopes held at 0 the prior is Σ_s log N(b_0s; 0, σ0²): it does not depend on
+    σ1 or ρ (the bivariate density at b_1 = 0 grows without bound as σ1 → 0, ρ → ±1)."""
+    m = NegBinMixedEffects(6, 3, site_slopes=False, generator=torch.Generator().manual_seed(0))
+    assert not m.b1.requires_grad and m.config()["site_slopes"] is False
+    with torch.no_grad():
+        m.b0.normal_()
+    s0 = torch.nn.functional.softplus(m.sigma0_raw)
+    ref = torch.distributions.Normal(0.0, s0).log_prob(m.b0).sum()
+    assert torch.allclose(m.log_prior(), ref, rtol=1e-6)
+    before = m.log_prior().item()
+    with torch.no_grad():
+        m.sigma1_raw.fill_(-30.0)  # σ1 → 0
+        m.rho_raw.fill_(10.0)  # ρ → 1
+    assert m.log_prior().item() == pytest.approx(before, rel=1e-6)
+    m.log_prior().backward()
+    assert m.sigma1_raw.grad is None and m.rho_raw.grad is None
+    # the bivariate prior at b = 0 is unbounded there (what the option avoids)
+    full = NegBinMixedEffects(6, 3)
+    full.load_state_dict(m.state_dict())
+    with torch.no_grad():
+        full.b0.zero_()
+    assert full.log_prior().item() > 6 * 25
+
+
 def test_truncated_normal_integrates_to_one_and_samples_in_support():
     d = TruncatedNormal(torch.tensor([5.0, 140.0]), torch.tensor([3.0, 20.0]), 0.0, 150.0)
     x = torch.linspace(0, 150, 200_001)[:, None]

@@ -77,6 +77,7 @@ def make_model(
     link: str = "softplus",
     init_index: int | None = None,
     dispersion: str = "global",
+    site_slopes: bool = True,
 ) -> ForecastModel:
     """``negbin`` (Eq. 15, uses the features; ``link`` g, ``dispersion`` global or per site) or
     ``truncnorm`` (Eq. 14, official initialisation number ``seed`` unless ``init_index``)."""
@@ -88,6 +89,7 @@ def make_model(
             link=link,  # type: ignore[arg-type]
             generator=gen,
             dispersion=dispersion,  # type: ignore[arg-type]
+            site_slopes=site_slopes,
         )
     if kind == "truncnorm":
         return TruncNormMixture.official_init(
@@ -144,7 +146,9 @@ def train_one(
     """Seed everything, build the model (optionally from ``init_state``: a warm start, then
     ``cfg.finetune_epochs``/``cfg.finetune_lr`` apply) and fit it with the chosen objective."""
     torch.manual_seed(seed)
-    model = make_model(kind, data, seed, cfg.link, dispersion=cfg.dispersion)
+    model = make_model(
+        kind, data, seed, cfg.link, dispersion=cfg.dispersion, site_slopes=cfg.site_slopes
+    )
     if cfg.init == "mean" and isinstance(model, NegBinMixedEffects):
         model.init_at_mean(data.train.y)
     if not cfg.site_slopes and isinstance(model, NegBinMixedEffects):
@@ -627,7 +631,9 @@ def history_protocol(
                 ref_nll,
                 cfg.nll_tolerance,
             )
-            model = make_model(kind, data, seed, "exp", dispersion=cfg.dispersion)
+            model = make_model(
+                kind, data, seed, "exp", dispersion=cfg.dispersion, site_slopes=False
+            )
             model.load_state_dict(states[i])
             name = "BPR-only" if objective == "bpr" else f"DAML eps={eps:g} [{rule} rule]"
             rows.append(

@@ -74,6 +74,11 @@ class NegBinMixedEffects(ForecastModel):
     ``δ`` and the variance is ``mean / (1 − q_s)``; ``δ_s ~ N(0, dispersion_scale²)`` enters
     :meth:`log_prior` (P = 3S + F + 5). With ``δ = 0`` the model equals the global one.
 
+    ``site_slopes=False`` holds every ``b_1s`` at 0 (not trained) and makes the prior the
+    univariate ``Σ_s log N(b_0s; 0, σ0²)``: with the bivariate prior and ``b_1 = 0`` the
+    log-density grows without bound as ``σ1 → 0`` and ``ρ → ±1``, and the second of these
+    shrinks every random intercept to 0 (the effective variance of ``b_0`` is ``σ0²(1 − ρ²)``).
+
     Args:
         num_sites: S.
         num_features: F.
@@ -84,6 +89,8 @@ class NegBinMixedEffects(ForecastModel):
         generator: random source for the official N(0, 1) initialisation (b0 = b1 = 0).
         dispersion: ``"global"`` (Eq. 15, default) or ``"site"`` (per-site δ_s, see above).
         dispersion_scale: prior standard deviation of δ_s (``dispersion="site"`` only).
+        site_slopes: learn the per-site random slopes ``b_1s`` (Eq. 15, default) or hold them
+            at 0 with the random-intercept prior alone.
     """
 
     def __init__(
@@ -96,6 +103,7 @@ class NegBinMixedEffects(ForecastModel):
         generator: torch.Generator | None = None,
         dispersion: Literal["global", "site"] = "global",
         dispersion_scale: float = 1.0,
+        site_slopes: bool = True,
     ) -> None:
         super().__init__()
         if num_sites < 1 or num_features < 0:
@@ -127,6 +135,9 @@ class NegBinMixedEffects(ForecastModel):
         self.rho_raw = normal()  # u, ρ = tanh(u)
         self.zeta = normal()  # q = sigmoid(ζ)
         self.dispersion, self.dispersion_scale = dispersion, float(dispersion_scale)
+        self.site_slopes = bool(site_slopes)
+        if not self.site_slopes:
+            self.b1.requires_grad_(False)  # b_1 = 0, random intercept only
         if dispersion == "site":  # δ_s: per-site log-odds of q around ζ, mean unchanged
             self.delta = nn.Parameter(torch.zeros(num_sites))
 
@@ -155,6 +166,7 @@ class NegBinMixedEffects(ForecastModel):
             "prior": self.prior,
             "dispersion": self.dispersion,
             "dispersion_scale": self.dispersion_scale,
+            "site_slopes": self.site_slopes,
         }
 
     def eta(self, X: Tensor, time: Tensor) -> Tensor:
@@ -204,6 +216,11 @@ class NegBinMixedEffects(ForecastModel):
 
     def _random_effects_prior(self) -> Tensor:
         s0, s1, rho = self._scales()
+        if not self.site_slopes:  # b_1 = 0: the marginal prior of b_0 alone
+            z0 = self.b0 / s0
+            if self.prior == "code":  # −¼·mean_s(b_sᵀΣ⁻¹b_s) with the 1×1 Σ = σ0²
+                return -0.25 * (z0**2).mean()
+            return (-0.5 * z0**2 - torch.log(s0) - 0.5 * math.log(2 * math.pi)).sum()
         B = torch.stack([self.b0, self.b1], dim=-1)  # [S, 2]
         if self.prior == "code":
             quad = (B @ torch.linalg.inv(self.covariance())) * B
