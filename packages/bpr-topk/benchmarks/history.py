@@ -347,6 +347,9 @@ def render() -> None:
             _, tail = rest.split(MJ_END, 1)
             text = f"{head}{MJ_START}\n{render_mj(big, base)}\n{MJ_END}{tail}"
     README.write_text(text)
+    import issue33  # the deliverables table, from the same JSON
+
+    issue33.render_readme()
 
 
 def main() -> int:
@@ -435,6 +438,8 @@ def main() -> int:
                     "eval_config": vars(ev),
                     "torch": torch.__version__,
                     "threads": torch.get_num_threads(),
+                    # 0.8.0: slopes held at 0 -> the prior of b0 alone (0.7.0: bivariate, unbounded)
+                    "intercept_prior": "univariate",
                 }
             )
             res["summary"] = summarise(res) if len(res["seeds"]) > 1 else []

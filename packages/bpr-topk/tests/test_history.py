@@ -145,14 +145,19 @@ def test_train_cli_history_forecaster_flags_reach_the_run(tmp_path):
     argv = ["train", "--quiet", "--dataset", "zeroinflated", "--sites", "40", "--K", "4"]
     argv += ["--objective", "nll", "--epochs", "10", "--max-epochs", "40", "--link", "exp"]
     argv += ["--start", "mean", "--history-features", "--selection", "tradeoff"]
-    argv += ["--no-site-slopes"]
+    argv += ["--no-site-slopes", "--dispersion", "site"]
     argv += ["--eval-trials", "1", "--eval-samples", "20", "--out", str(tmp_path)]
     assert main(argv) == 0
     res = json.loads((tmp_path / "results.json").read_text())
     ckpt = torch.load(tmp_path / "model.pt", weights_only=True)
     assert "heuristic_data" not in (tmp_path / "results.json").read_text()
     tc = res["train_config"]
-    assert tc["site_slopes"] is False
+    assert tc["site_slopes"] is False and tc["dispersion"] == "site"
+    assert ckpt["config"]["dispersion"] == "site" and ckpt["config"]["site_slopes"] is False
+    assert ckpt["state_dict"]["delta"].shape == (40,)
+    rank = ["rank", "--quiet", "--dataset", "zeroinflated", "--sites", "40", "--K", "4"]
+    rank += ["--checkpoint", str(tmp_path / "model.pt"), "--out", str(tmp_path / "rank")]
+    assert main(rank) == 0  # the checkpoint rebuilds the per-site dispersion model
     assert torch.count_nonzero(ckpt["state_dict"]["b1"]) == 0
     assert tc["max_epochs"] == 40 and tc["init"] == "mean" and tc["selection"] == "tradeoff"
     assert res["budget"] in (10, 20, 40) and isinstance(res["best_epoch_at_budget_end"], bool)
