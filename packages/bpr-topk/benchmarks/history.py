@@ -238,7 +238,14 @@ def render_dataset(res: dict[str, Any]) -> str:
         "",
         "DAML checkpoints that moved from the NLL-only start (epoch > 0), per selection rule: "
         + ", ".join(moved)
-        + f". Fine-tunes: {res['finetune_epochs']} epochs at Adam "
+        + f". Fine-tunes: {res['finetune_epochs']} epochs"
+        + (
+            f" (doubled up to {4 * res['finetune_epochs']} while a run's own checkpoint was its "
+            "last epoch)"
+            if any("budget" in r for s in res["seeds"] for r in s["rows"][1:])
+            else ""
+        )
+        + " at Adam "
         + _rates(res["finetune_lrs"])
         + ", checkpoints pooled (so each rule also chooses the rate on valid); λ = 30, ε = 1, "
         + f"M = J = {res.get('mj') or (50 if res['dataset'] == 'cook_county' else 100)}."

@@ -91,24 +91,33 @@ def rows() -> list[tuple[str, str, str]]:
         if n_top and len(r["nll_lrs"]) > 1:
             edge.append(f"{NAMES[n]} {n_top}/{s['n']} at {top:g}")
         fe = r.get("finetune_epochs", 50)
-        ends = {
-            m: sum(e == fe for e in summ[n][m]["epochs"]) for m in summ[n] if m != "NLL-only"
-            if "epochs" in summ[n][m]
-        }  # fmt: skip
+        ends = {  # chosen fine-tune checkpoints on the last epoch of their (final) budget
+            m: sum(
+                bool(row.get("at_budget_end", row["best_epoch"] == fe))
+                for seed in r["seeds"]
+                for row in seed["rows"]
+                if row["method"] == m
+            )
+            for m in summ[n]
+            if m != "NLL-only" and "epochs" in summ[n][m]
+        }
+        ext = any("budget" in row for seed in r["seeds"] for row in seed["rows"][1:])
         fine_end += sum(ends.values())
         ev.append(
             f"{NAMES[n]}: NLL-only budgets {min(s['budgets'])}–{max(s['budgets'])} epochs, "
             f"{s['at_budget_end']}/{s['n']} ended at the cap; NLL rate grid "
-            f"{' / '.join(f'{x:g}' for x in r['nll_lrs'])}; fine-tune checkpoints on their "
-            f"{fe}th (last) epoch: {sum(ends.values())} of {s['n'] * len(ends)}"
+            f"{' / '.join(f'{x:g}' for x in r['nll_lrs'])}; fine-tune checkpoints on the last "
+            + (f"epoch of a budget doubled from {fe} up to {4 * fe}" if ext else f"({fe}th) epoch")
+            + f": {sum(ends.values())} of {s['n'] * len(ends)}"
         )
     status = "met for NLL-only" if nll_end == 0 else "missed for NLL-only"
     if edge:
         status += " (rate on the grid's top edge: " + ", ".join(edge) + ")"
     status += (
-        "; partly for the fine-tunes (fixed 50 epochs, not extended)" if fine_end else
-        "; fine-tunes never chose their last epoch"
-    )  # fmt: skip
+        f"; partly for the fine-tunes ({fine_end} chosen checkpoints on a budget's last epoch)"
+        if fine_end
+        else "; fine-tunes: no chosen checkpoint on a budget's last epoch"
+    )
     out.append(("Training to convergence (epochs on valid, no best epoch at a budget's end)",
                 "; ".join(ev), status))  # fmt: skip
 

@@ -559,7 +559,8 @@ def history_protocol(
       validations, budget ``cfg.epochs`` doubled up to ``cfg.max_epochs`` while the best
       checkpoint is the budget's last); the learning rate with the best valid NLL is kept.
     - **DAML ε** and **BPR-only**: warm-started from it and fine-tuned ``finetune_epochs`` epochs
-      per learning rate in ``finetune_lrs``; the checkpoints of all fine-tunes (epoch 0 is the
+      per learning rate in ``finetune_lrs``, the budget doubled (up to 4×) while the checkpoint
+      the run's own rule (``cfg.selection``) picks is its last epoch; the checkpoints of all fine-tunes (epoch 0 is the
       NLL-only model) are pooled and one is chosen per rule (:func:`select_checkpoint`): for DAML
       ``paper`` (App. C.2, reference = the NLL-only valid BPR), ``code`` (the official
       ``nll − λ·bpr``) and ``tradeoff`` (best valid BPR within ``cfg.nll_tolerance`` of the
@@ -598,7 +599,7 @@ def history_protocol(
         cfg,
         link="exp",
         early_stopping=None,
-        max_epochs=None,
+        max_epochs=4 * finetune_epochs,  # doubled while the run's checkpoint is its last epoch
         finetune_epochs=finetune_epochs,
         site_slopes=False,
     )
@@ -618,7 +619,7 @@ def history_protocol(
                 progress,
                 init,
             )
-            pooled += [{**h, "lr": lr} for h in res.history]
+            pooled += [{**h, "lr": lr, "budget": res.budget} for h in res.history]
             states += res.states
         for rule in rules:
             i = select_checkpoint(
@@ -643,6 +644,8 @@ def history_protocol(
                     "rule": rule,
                     "lr": pooled[i]["lr"],
                     "best_epoch": int(pooled[i]["epoch"]),
+                    "budget": int(pooled[i]["budget"]),
+                    "at_budget_end": int(pooled[i]["epoch"]) == int(pooled[i]["budget"]),
                     "moved": int(pooled[i]["epoch"]) > 0,
                     **_valid_test(model, data, k, ev, cfg.denominator_offset),
                 }
