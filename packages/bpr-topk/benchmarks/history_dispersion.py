@@ -144,7 +144,9 @@ def render(res: dict[str, Any]) -> list[str]:
         lines += [
             "",
             f"Rate at the grid's top ({top:g}) chosen in {at_top['global']} of {len(seeds)} seeds "
-            f"(global) and {at_top['site']} (per-site). Heuristic chosen on valid: "
+            f"(global) and {at_top['site']} (per-site); the fits at {top:g} never left their "
+            f"start (best epoch 0) in {sum(e['best_epoch'] == 0 for e in entries if e['lr'] == top)}"
+            f" of {sum(e['lr'] == top for e in entries)}. Heuristic chosen on valid: "
             f"{g[0]['heuristic']}.",
         ]
     lines += ["", f"Command: `{res['command']}` ({res['wall_time_s'] / 60:.0f} min here)."]
