@@ -189,7 +189,7 @@ def prior_fix_text() -> str:
     from stats import interval
 
     lines = []
-    for n in ("surveytwin", "cook_county"):
+    for n in DATASETS:
         new, old = _load(f"history_{n}"), _load(f"history_{n}_0.7.0")
         if not new or not old or not new.get("intercept_prior"):
             continue
@@ -204,7 +204,8 @@ def prior_fix_text() -> str:
         }
         lines.append(
             f"- {NAMES[n].split(' [')[0]}, NLL-only, 0.8.0 − 0.7.0 (N = {len(seeds)} paired "
-            f"seeds): Δ valid NLL {d['valid_nll']['mean']:+.4f} [{d['valid_nll']['lo']:+.4f}, "
+            f"seeds; Adam {' / '.join(f'{x:g}' for x in new['nll_lrs'])} against "
+            f"{' / '.join(f'{x:g}' for x in old['nll_lrs'])}): Δ valid NLL {d['valid_nll']['mean']:+.4f} [{d['valid_nll']['lo']:+.4f}, "
             f"{d['valid_nll']['hi']:+.4f}] (lower is better), Δ valid BPR {_iv(d['valid_bpr'])}, "
             f"Δ test BPR {_iv(d['test_bpr'])}."
         )
