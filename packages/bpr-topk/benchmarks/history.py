@@ -84,12 +84,15 @@ def run_seed(
     ev: EvalConfig,
     nll_lrs: tuple[float, ...] = NLL_LRS,
     finetune_lrs: tuple[float, ...] = FINETUNE_LRS,
+    mj: int | None = None,
 ) -> dict[str, Any]:
     data, k = setup(name, seed, data_dir)
     best = B.best_heuristic(data, k)
     hist = B.with_site_history_features(data)
     t = time.time()
-    if name == "cook_county":  # 1328 sites: half the Monte-Carlo samples to fit the CPU budget
+    if mj is not None:  # M = J = mj on every dataset
+        cfg = replace(cfg, num_score_samples=mj, num_perturb_samples=mj)
+    elif name == "cook_county":  # 1328 sites: half the Monte-Carlo samples to fit the CPU budget
         cfg = replace(cfg, num_score_samples=cfg.num_score_samples // 2)
         cfg = replace(cfg, num_perturb_samples=cfg.num_perturb_samples // 2)
     rows = history_protocol(
@@ -235,10 +238,17 @@ def render_dataset(res: dict[str, Any]) -> str:
         "",
         "DAML checkpoints that moved from the NLL-only start (epoch > 0), per selection rule: "
         + ", ".join(moved)
-        + f". Fine-tunes: {res['finetune_epochs']} epochs at Adam "
+        + f". Fine-tunes: {res['finetune_epochs']} epochs"
+        + (
+            f" (doubled up to {4 * res['finetune_epochs']} while a run's own checkpoint was its "
+            "last epoch)"
+            if any("budget" in r for s in res["seeds"] for r in s["rows"][1:])
+            else ""
+        )
+        + " at Adam "
         + _rates(res["finetune_lrs"])
         + ", checkpoints pooled (so each rule also chooses the rate on valid); λ = 30, ε = 1, "
-        + ("M = J = 50." if res["dataset"] == "cook_county" else "M = J = 100.")
+        + f"M = J = {res.get('mj') or (50 if res['dataset'] == 'cook_county' else 100)}."
         + f" NLL-only: Adam {_rates(res['nll_lrs'])}"
         + (
             ", the rate with the best valid NLL kept (chosen per seed: "
@@ -252,6 +262,64 @@ def render_dataset(res: dict[str, Any]) -> str:
         f"early stopping (20 validations without a better valid NLL) ended training in "
         f"{n - nll['at_budget_end']} of {n} seeds (the rest ran out of the 3200-epoch cap). "
         f"Command: `{res['command']}` ({res['wall_time_s'] / 60:.0f} min here).",
+    ]
+    return "\n".join(lines)
+
+
+MJ_START, MJ_END = "<!-- mj:start -->", "<!-- mj:end -->"
+
+
+def render_mj(big: dict[str, Any], base: dict[str, Any]) -> str:
+    """M = J of ``big`` against ``base``'s (same dataset, seeds and NLL-only start): per method
+    the paired difference to the best heuristic and to the same method at ``base``'s M = J."""
+    seeds = sorted({s["seed"] for s in big["seeds"]} & {s["seed"] for s in base["seeds"]})
+    by = {
+        tag: {s["seed"]: {r["method"]: r for r in s["rows"]} for s in res["seeds"]}
+        for tag, res in (("big", big), ("base", base))
+    }
+    heur = {s["seed"]: s["best_heuristic"] for s in big["seeds"]}
+    mb, m0 = big.get("mj"), base.get("mj") or 50
+    same = max(
+        abs(by["big"][s]["NLL-only"][f"{sp}_bpr"] - by["base"][s]["NLL-only"][f"{sp}_bpr"])
+        for s in seeds
+        for sp in ("valid", "test")
+    )
+    k = big["seeds"][0]["K"]
+    lines = [
+        f"**{big['dataset']}: M = J = {mb} against M = J = {m0}** (seeds {seeds}; the same "
+        f"NLL-only start (its valid/test BPR@{k}, re-estimated by Monte Carlo in each run, differ "
+        f"by at most {same:.4f}); Δ mean [95 % t interval]):",
+        "",
+        f"| method | valid BPR@{k} (M = J = {mb}) | test BPR@{k} | Δ valid vs heuristic | "
+        f"Δ test vs heuristic | Δ valid vs M = J = {m0} | Δ test vs M = J = {m0} | moved |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    methods = [m for m in by["big"][seeds[0]] if m != "NLL-only"]
+    for m in methods:
+        rb = [by["big"][s][m] for s in seeds]
+        r0 = [by["base"][s][m] for s in seeds]
+        cells = []
+        for sp in ("valid", "test"):
+            cells.append(
+                fmt_interval(
+                    interval([r[f"{sp}_bpr"] - heur[s][f"{sp}_bpr"] for r, s in zip(rb, seeds)])
+                )
+            )
+        for sp in ("valid", "test"):
+            cells.append(
+                fmt_interval(interval([a[f"{sp}_bpr"] - b[f"{sp}_bpr"] for a, b in zip(rb, r0)]))
+            )
+        moved = f"{sum(bool(r.get('moved')) for r in rb)}/{len(rb)}"
+        lines.append(
+            f"| {m} | {statistics.fmean(r['valid_bpr'] for r in rb):.3f} | "
+            f"{statistics.fmean(r['test_bpr'] for r in rb):.3f} | "
+            + " | ".join(cells)
+            + f" | {moved} |"
+        )
+    lines += [
+        "",
+        f"Command: `{big['command']}` ({big['wall_time_s'] / 60:.0f} min here); M = J = {m0}: "
+        f"`{base['command']}`.",
     ]
     return "\n".join(lines)
 
@@ -274,7 +342,21 @@ def render() -> None:
         raise SystemExit(f"README.md lacks the {START} / {END} markers")
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
-    README.write_text(f"{head}{START}\n" + "\n\n".join(parts) + f"\n{END}{tail}")
+    text = f"{head}{START}\n" + "\n\n".join(parts) + f"\n{END}{tail}"
+    big_path, base_path = (
+        RESULTS / "history_cook_county_mj100.json",
+        RESULTS / "history_cook_county.json",
+    )
+    if big_path.is_file() and base_path.is_file() and MJ_START in text:
+        big, base = (json.loads(p.read_text()) for p in (big_path, base_path))
+        if len(big["seeds"]) > 1:
+            head, rest = text.split(MJ_START, 1)
+            _, tail = rest.split(MJ_END, 1)
+            text = f"{head}{MJ_START}\n{render_mj(big, base)}\n{MJ_END}{tail}"
+    README.write_text(text)
+    import issue33  # the deliverables table, from the same JSON
+
+    issue33.render_readme()
 
 
 def main() -> int:
@@ -285,6 +367,13 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="short runs, 2 seeds (smoke test)")
     p.add_argument("--resume", action="store_true", help="keep the finished seeds of the JSON")
     p.add_argument("--render-only", action="store_true")
+    p.add_argument(
+        "--mj",
+        type=int,
+        default=None,
+        help="M = J for the fine-tunes on every dataset, results in history_<dataset>_mj<N>.json "
+        "(default: 100, 50 on Cook County)",
+    )
     p.add_argument(
         "--nll-lrs",
         type=lambda t: tuple(float(x) for x in t.split(",")),
@@ -321,7 +410,7 @@ def main() -> int:
         if name == "cook_county" and not (args.data / "train_x.csv").is_file():
             print(f"Cook County data not found at {args.data}; skipping it")
             continue
-        suffix = "_quick" if args.quick else ""
+        suffix = ("_quick" if args.quick else "") + (f"_mj{args.mj}" if args.mj else "")
         path = RESULTS / f"history_{name}{suffix}.json"
         res: dict[str, Any] = {"dataset": name, "seeds": [], "wall_time_s": 0.0}
         if args.resume and path.is_file():
@@ -333,7 +422,15 @@ def main() -> int:
             t = time.time()
             res["seeds"].append(
                 run_seed(
-                    name, seed, args.data, args.quick, cfg, ev, args.nll_lrs, args.finetune_lrs
+                    name,
+                    seed,
+                    args.data,
+                    args.quick,
+                    cfg,
+                    ev,
+                    args.nll_lrs,
+                    args.finetune_lrs,
+                    args.mj,
                 )
             )
             res["wall_time_s"] += time.time() - t
@@ -344,9 +441,12 @@ def main() -> int:
                     "nll_lrs": args.nll_lrs,
                     "finetune_lrs": args.finetune_lrs,
                     "finetune_epochs": FINETUNE_EPOCHS,
+                    "mj": args.mj or (50 if name == "cook_county" else 100),
                     "eval_config": vars(ev),
                     "torch": torch.__version__,
                     "threads": torch.get_num_threads(),
+                    # 0.8.0: slopes held at 0 -> the prior of b0 alone (0.7.0: bivariate, unbounded)
+                    "intercept_prior": "univariate",
                 }
             )
             res["summary"] = summarise(res) if len(res["seeds"]) > 1 else []

@@ -45,6 +45,7 @@ def test_readme_and_results_hold_no_machine_path():
                 "python benchmarks/run.py",
                 "python benchmarks/history.py",
                 "python benchmarks/history_variants.py",
+                "python benchmarks/history_dispersion.py",
             )
         )
 

@@ -145,14 +145,19 @@ def test_train_cli_history_forecaster_flags_reach_the_run(tmp_path):
     argv = ["train", "--quiet", "--dataset", "zeroinflated", "--sites", "40", "--K", "4"]
     argv += ["--objective", "nll", "--epochs", "10", "--max-epochs", "40", "--link", "exp"]
     argv += ["--start", "mean", "--history-features", "--selection", "tradeoff"]
-    argv += ["--no-site-slopes"]
+    argv += ["--no-site-slopes", "--dispersion", "site"]
     argv += ["--eval-trials", "1", "--eval-samples", "20", "--out", str(tmp_path)]
     assert main(argv) == 0
     res = json.loads((tmp_path / "results.json").read_text())
     ckpt = torch.load(tmp_path / "model.pt", weights_only=True)
     assert "heuristic_data" not in (tmp_path / "results.json").read_text()
     tc = res["train_config"]
-    assert tc["site_slopes"] is False
+    assert tc["site_slopes"] is False and tc["dispersion"] == "site"
+    assert ckpt["config"]["dispersion"] == "site" and ckpt["config"]["site_slopes"] is False
+    assert ckpt["state_dict"]["delta"].shape == (40,)
+    rank = ["rank", "--quiet", "--dataset", "zeroinflated", "--sites", "40", "--K", "4"]
+    rank += ["--checkpoint", str(tmp_path / "model.pt"), "--out", str(tmp_path / "rank")]
+    assert main(rank) == 0  # the checkpoint rebuilds the per-site dispersion model
     assert torch.count_nonzero(ckpt["state_dict"]["b1"]) == 0
     assert tc["max_epochs"] == 40 and tc["init"] == "mean" and tc["selection"] == "tradeoff"
     assert res["budget"] in (10, 20, 40) and isinstance(res["best_epoch_at_budget_end"], bool)
@@ -245,3 +250,24 @@ def test_train_cli_defaults_to_the_history_forecaster_and_keeps_the_old_one_behi
     argv = [*base, "--raw-features", "--history-features", "--out", str(tmp_path / "y")]
     assert main(argv) == 2
     assert "--history-features" in capsys.readouterr().err
+
+
+def test_history_protocol_extends_a_fine_tune_whose_checkpoint_is_its_last_epoch():
+    from bpr_topk import make_zero_inflated, with_site_history_features
+    from bpr_topk.experiment import EvalConfig, TrainConfig, history_protocol
+
+    data = with_site_history_features(make_zero_inflated(30, seed=0))
+    cfg = TrainConfig(
+        epochs=20, max_epochs=40, patience=2, num_score_samples=8, num_perturb_samples=8,
+        val_samples=20, val_freq=5,
+    )  # fmt: skip
+    rows = history_protocol(
+        data, 3, 0, cfg, EvalConfig(trials=1, num_samples=20), nll_lrs=(0.1,),
+        finetune_lrs=(0.01,), finetune_epochs=10,
+    )  # fmt: skip
+    assert rows[0]["method"] == "NLL-only" and len(rows) == 5
+    for r in rows[1:]:
+        assert r["budget"] in (10, 20, 40)
+        assert r["at_budget_end"] == (r["best_epoch"] == r["budget"])
+        # a run is only left on its last epoch when the 4x cap stopped the doubling
+        assert not r["at_budget_end"] or r["budget"] == 40 or r["rule"] != "paper"

@@ -36,6 +36,66 @@ def test_mvn_prior_matches_torch():
     assert code.log_prior().item() == 0.0  # b = 0 at init; no log-det term
 
 
+@pytest.mark.parametrize("link", ["exp", "softplus"])
+def test_per_site_dispersion_keeps_the_mean_and_sets_each_sites_variance(link):
+    m, X, time = _negbin(link)
+    site = NegBinMixedEffects(6, 3, link=link, dispersion="site", dispersion_scale=0.5)
+    site.load_state_dict({**m.state_dict(), "delta": torch.zeros(6)})
+    y = torch.randint(0, 5, (4, 6))
+    # δ = 0: the global model exactly (log-probability and prior)
+    assert torch.equal(site.log_prob(y, X, time), m.log_prob(y, X, time))
+    n0 = torch.distributions.Normal(0.0, 0.5).log_prob(torch.zeros(6)).sum()
+    assert torch.allclose(site.log_prior(), m.log_prior() + n0)
+    with torch.no_grad():
+        site.delta.copy_(torch.linspace(-2, 2, 6))
+    q_s = torch.sigmoid(m.zeta + site.delta)
+    mean = m.mean(X, time)
+    # the mean does not move with δ; the variance is mean / (1 − q_s) (closed form)
+    assert torch.allclose(site.mean(X, time), mean, rtol=1e-5)
+    assert torch.allclose(site(X, time).variance, mean / (1 - q_s), rtol=1e-5)
+    g = torch.exp(m.eta(X, time)) if link == "exp" else torch.nn.functional.softplus(m.eta(X, time))
+    ref = NegativeBinomial(total_count=g * torch.exp(-site.delta), probs=q_s)
+    assert torch.allclose(site.log_prob(y, X, time), ref.log_prob(y.float()), atol=1e-5)
+    ref_prior = torch.distributions.Normal(0.0, 0.5).log_prob(site.delta).sum()
+    assert torch.allclose(site.log_prior() - m.log_prior(), ref_prior, rtol=1e-5)
+    assert sum(p.numel() for p in site.parameters()) == 3 * 6 + 3 + 5
+    # a checkpoint's config rebuilds it
+    from bpr_topk.models import build_model
+
+    again = build_model("negbin", site.config())
+    again.load_state_dict(site.state_dict())
+    assert torch.equal(again.log_prob(y, X, time), site.log_prob(y, X, time))
+    with pytest.raises(ValueError, match="dispersion must be"):
+        NegBinMixedEffects(3, 2, dispersion="tract")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dispersion_scale must be"):
+        NegBinMixedEffects(3, 2, dispersion="site", dispersion_scale=0.0)
+
+
+def test_random_intercept_only_prior_is_the_marginal_of_b0_and_bounded():
+    """With the slopes held at 0 the prior is Σ_s log N(b_0s; 0, σ0²): it does not depend on
+    σ1 or ρ (the bivariate density at b_1 = 0 grows without bound as σ1 → 0, ρ → ±1)."""
+    m = NegBinMixedEffects(6, 3, site_slopes=False, generator=torch.Generator().manual_seed(0))
+    assert not m.b1.requires_grad and m.config()["site_slopes"] is False
+    with torch.no_grad():
+        m.b0.normal_()
+    s0 = torch.nn.functional.softplus(m.sigma0_raw)
+    ref = torch.distributions.Normal(0.0, s0).log_prob(m.b0).sum()
+    assert torch.allclose(m.log_prior(), ref, rtol=1e-6)
+    before = m.log_prior().item()
+    with torch.no_grad():
+        m.sigma1_raw.fill_(-30.0)  # σ1 → 0
+        m.rho_raw.fill_(10.0)  # ρ → 1
+    assert m.log_prior().item() == pytest.approx(before, rel=1e-6)
+    m.log_prior().backward()
+    assert m.sigma1_raw.grad is None and m.rho_raw.grad is None
+    # the bivariate prior at b = 0 is unbounded there (what the option avoids)
+    full = NegBinMixedEffects(6, 3)
+    full.load_state_dict(m.state_dict())
+    with torch.no_grad():
+        full.b0.zero_()
+    assert full.log_prior().item() > 6 * 25
+
+
 def test_truncated_normal_integrates_to_one_and_samples_in_support():
     d = TruncatedNormal(torch.tensor([5.0, 140.0]), torch.tensor([3.0, 20.0]), 0.0, 150.0)
     x = torch.linspace(0, 150, 200_001)[:, None]

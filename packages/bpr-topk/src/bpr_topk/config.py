@@ -213,6 +213,11 @@ class TrainRunConfig(EvalFields, DataConfig):
         "with the history features, on with raw)",
         flag=False,  # the CLI's --site-slopes/--no-site-slopes, unset by default
     )
+    dispersion: str = param(
+        "global",
+        "NegBin dispersion q: one global (Eq. 15) or one per site at the same mean (ours)",
+        choices=("global", "site"),
+    )
     start: str | None = param(
         None,
         "NegBin start: official (N(0,1) draws) or mean (every site at the average count) (auto: "

@@ -57,6 +57,7 @@ class TrainConfig:
     nll_tolerance: float = 0.01
     init: str = "official"
     site_slopes: bool = True
+    dispersion: str = "global"
 
 
 @dataclass
@@ -70,10 +71,16 @@ class EvalConfig:
 
 
 def make_model(
-    kind: str, data: TopKData, seed: int, link: str = "softplus", init_index: int | None = None
+    kind: str,
+    data: TopKData,
+    seed: int,
+    link: str = "softplus",
+    init_index: int | None = None,
+    dispersion: str = "global",
+    site_slopes: bool = True,
 ) -> ForecastModel:
-    """``negbin`` (Eq. 15, uses the features; ``link`` g) or ``truncnorm`` (Eq. 14, official
-    initialisation number ``seed`` unless ``init_index``)."""
+    """``negbin`` (Eq. 15, uses the features; ``link`` g, ``dispersion`` global or per site) or
+    ``truncnorm`` (Eq. 14, official initialisation number ``seed`` unless ``init_index``)."""
     if kind == "negbin":
         gen = torch.Generator().manual_seed(seed)
         return NegBinMixedEffects(
@@ -81,6 +88,8 @@ def make_model(
             data.num_features,
             link=link,  # type: ignore[arg-type]
             generator=gen,
+            dispersion=dispersion,  # type: ignore[arg-type]
+            site_slopes=site_slopes,
         )
     if kind == "truncnorm":
         return TruncNormMixture.official_init(
@@ -137,7 +146,9 @@ def train_one(
     """Seed everything, build the model (optionally from ``init_state``: a warm start, then
     ``cfg.finetune_epochs``/``cfg.finetune_lr`` apply) and fit it with the chosen objective."""
     torch.manual_seed(seed)
-    model = make_model(kind, data, seed, cfg.link)
+    model = make_model(
+        kind, data, seed, cfg.link, dispersion=cfg.dispersion, site_slopes=cfg.site_slopes
+    )
     if cfg.init == "mean" and isinstance(model, NegBinMixedEffects):
         model.init_at_mean(data.train.y)
     if not cfg.site_slopes and isinstance(model, NegBinMixedEffects):
@@ -548,7 +559,8 @@ def history_protocol(
       validations, budget ``cfg.epochs`` doubled up to ``cfg.max_epochs`` while the best
       checkpoint is the budget's last); the learning rate with the best valid NLL is kept.
     - **DAML ε** and **BPR-only**: warm-started from it and fine-tuned ``finetune_epochs`` epochs
-      per learning rate in ``finetune_lrs``; the checkpoints of all fine-tunes (epoch 0 is the
+      per learning rate in ``finetune_lrs``, the budget doubled (up to 4×) while the checkpoint
+      the run's own rule (``cfg.selection``) picks is its last epoch; the checkpoints of all fine-tunes (epoch 0 is the
       NLL-only model) are pooled and one is chosen per rule (:func:`select_checkpoint`): for DAML
       ``paper`` (App. C.2, reference = the NLL-only valid BPR), ``code`` (the official
       ``nll − λ·bpr``) and ``tradeoff`` (best valid BPR within ``cfg.nll_tolerance`` of the
@@ -587,7 +599,7 @@ def history_protocol(
         cfg,
         link="exp",
         early_stopping=None,
-        max_epochs=None,
+        max_epochs=4 * finetune_epochs,  # doubled while the run's checkpoint is its last epoch
         finetune_epochs=finetune_epochs,
         site_slopes=False,
     )
@@ -607,7 +619,7 @@ def history_protocol(
                 progress,
                 init,
             )
-            pooled += [{**h, "lr": lr} for h in res.history]
+            pooled += [{**h, "lr": lr, "budget": res.budget} for h in res.history]
             states += res.states
         for rule in rules:
             i = select_checkpoint(
@@ -620,7 +632,9 @@ def history_protocol(
                 ref_nll,
                 cfg.nll_tolerance,
             )
-            model = make_model(kind, data, seed, "exp")
+            model = make_model(
+                kind, data, seed, "exp", dispersion=cfg.dispersion, site_slopes=False
+            )
             model.load_state_dict(states[i])
             name = "BPR-only" if objective == "bpr" else f"DAML eps={eps:g} [{rule} rule]"
             rows.append(
@@ -630,6 +644,8 @@ def history_protocol(
                     "rule": rule,
                     "lr": pooled[i]["lr"],
                     "best_epoch": int(pooled[i]["epoch"]),
+                    "budget": int(pooled[i]["budget"]),
+                    "at_budget_end": int(pooled[i]["epoch"]) == int(pooled[i]["budget"]),
                     "moved": int(pooled[i]["epoch"]) > 0,
                     **_valid_test(model, data, k, ev, cfg.denominator_offset),
                 }

@@ -68,6 +68,17 @@ class NegBinMixedEffects(ForecastModel):
     ``q = sigmoid(ζ)``, ``(b_0s, b_1s) ~ N(0, Σ)`` with ``Σ = [[σ0², ρσ0σ1], [ρσ0σ1, σ1²]]``,
     ``ρ = tanh(u)``. Parameters: P = 2S + F + 5.
 
+    ``dispersion="site"`` (ours; the paper's and the official model's ``q`` is one global
+    parameter) gives every site its own dispersion at the same mean: ``q_s = sigmoid(ζ + δ_s)``
+    and ``total_count = g(η_st)·exp(−δ_s)``, so the mean ``g(η_st)·e^ζ`` does not depend on
+    ``δ`` and the variance is ``mean / (1 − q_s)``; ``δ_s ~ N(0, dispersion_scale²)`` enters
+    :meth:`log_prior` (P = 3S + F + 5). With ``δ = 0`` the model equals the global one.
+
+    ``site_slopes=False`` holds every ``b_1s`` at 0 (not trained) and makes the prior the
+    univariate ``Σ_s log N(b_0s; 0, σ0²)``: with the bivariate prior and ``b_1 = 0`` the
+    log-density grows without bound as ``σ1 → 0`` and ``ρ → ±1``, and the second of these
+    shrinks every random intercept to 0 (the effective variance of ``b_0`` is ``σ0²(1 − ρ²)``).
+
     Args:
         num_sites: S.
         num_features: F.
@@ -76,6 +87,10 @@ class NegBinMixedEffects(ForecastModel):
         prior: ``"mvn"`` full bivariate normal log-density summed over sites (default) or
             ``"code"`` (official: ``−½·mean((BΣ⁻¹)⊙B)``, no log-det term).
         generator: random source for the official N(0, 1) initialisation (b0 = b1 = 0).
+        dispersion: ``"global"`` (Eq. 15, default) or ``"site"`` (per-site δ_s, see above).
+        dispersion_scale: prior standard deviation of δ_s (``dispersion="site"`` only).
+        site_slopes: learn the per-site random slopes ``b_1s`` (Eq. 15, default) or hold them
+            at 0 with the random-intercept prior alone.
     """
 
     def __init__(
@@ -86,6 +101,9 @@ class NegBinMixedEffects(ForecastModel):
         scale_link: Literal["softplus", "exp"] = "softplus",
         prior: Literal["mvn", "code"] = "mvn",
         generator: torch.Generator | None = None,
+        dispersion: Literal["global", "site"] = "global",
+        dispersion_scale: float = 1.0,
+        site_slopes: bool = True,
     ) -> None:
         super().__init__()
         if num_sites < 1 or num_features < 0:
@@ -98,6 +116,10 @@ class NegBinMixedEffects(ForecastModel):
             raise ValueError(f"scale_link must be 'softplus' or 'exp'; got {scale_link!r}")
         if prior not in ("mvn", "code"):
             raise ValueError(f"prior must be 'mvn' or 'code'; got {prior!r}")
+        if dispersion not in ("global", "site"):
+            raise ValueError(f"dispersion must be 'global' or 'site'; got {dispersion!r}")
+        if not (math.isfinite(dispersion_scale) and dispersion_scale > 0):
+            raise ValueError(f"dispersion_scale must be > 0; got {dispersion_scale!r}")
         self.num_sites, self.num_features = num_sites, num_features
         self.link, self.scale_link, self.prior = link, scale_link, prior
 
@@ -112,6 +134,12 @@ class NegBinMixedEffects(ForecastModel):
         self.sigma1_raw = normal()
         self.rho_raw = normal()  # u, ρ = tanh(u)
         self.zeta = normal()  # q = sigmoid(ζ)
+        self.dispersion, self.dispersion_scale = dispersion, float(dispersion_scale)
+        self.site_slopes = bool(site_slopes)
+        if not self.site_slopes:
+            self.b1.requires_grad_(False)  # b_1 = 0, random intercept only
+        if dispersion == "site":  # δ_s: per-site log-odds of q around ζ, mean unchanged
+            self.delta = nn.Parameter(torch.zeros(num_sites))
 
     @torch.no_grad()
     def init_at_mean(self, y: Tensor) -> NegBinMixedEffects:
@@ -123,6 +151,8 @@ class NegBinMixedEffects(ForecastModel):
         self.b0.zero_()
         self.b1.zero_()
         self.zeta.zero_()  # q = 1/2: mean = g(η)
+        if self.dispersion == "site":
+            self.delta.zero_()
         target = torch.tensor(level)
         self.beta0.copy_(torch.log(target) if self.link == "exp" else inverse_softplus(target))
         return self
@@ -134,6 +164,9 @@ class NegBinMixedEffects(ForecastModel):
             "link": self.link,
             "scale_link": self.scale_link,
             "prior": self.prior,
+            "dispersion": self.dispersion,
+            "dispersion_scale": self.dispersion_scale,
+            "site_slopes": self.site_slopes,
         }
 
     def eta(self, X: Tensor, time: Tensor) -> Tensor:
@@ -152,8 +185,12 @@ class NegBinMixedEffects(ForecastModel):
             raise ValueError("NegBinMixedEffects needs covariates X [T, S, F] and time [T, S]")
         eta = self.eta(X, time)
         total_count = torch.exp(eta) if self.link == "exp" else F.softplus(eta)
-        total_count = total_count.clamp_min(1e-8)
-        return NegativeBinomial(total_count=total_count, logits=self.zeta.expand_as(eta))
+        if self.dispersion == "site":  # q_s = sigmoid(ζ + δ_s), total count scaled by e^{−δ_s}
+            total_count = total_count * torch.exp(-self.delta)
+            logits = (self.zeta + self.delta).expand_as(eta)
+        else:
+            logits = self.zeta.expand_as(eta)
+        return NegativeBinomial(total_count=total_count.clamp_min(1e-8), logits=logits)
 
     def _scales(self) -> tuple[Tensor, Tensor, Tensor]:
         act = F.softplus if self.scale_link == "softplus" else torch.exp
@@ -166,8 +203,24 @@ class NegBinMixedEffects(ForecastModel):
         return torch.stack([torch.stack([s0**2, off]), torch.stack([off, s1**2])])
 
     def log_prior(self) -> Tensor:
-        """``Σ_s log N((b_0s, b_1s); 0, Σ)`` (``prior="mvn"``) or the official code's penalty."""
+        """``Σ_s log N((b_0s, b_1s); 0, Σ)`` (``prior="mvn"``) or the official code's penalty,
+        plus ``Σ_s log N(δ_s; 0, dispersion_scale²)`` with ``dispersion="site"``."""
+        return self._random_effects_prior() + self._dispersion_prior()
+
+    def _dispersion_prior(self) -> Tensor:
+        if self.dispersion != "site":
+            return torch.zeros(())
+        tau = self.dispersion_scale
+        z = self.delta / tau
+        return (-0.5 * z**2 - math.log(tau) - 0.5 * math.log(2 * math.pi)).sum()
+
+    def _random_effects_prior(self) -> Tensor:
         s0, s1, rho = self._scales()
+        if not self.site_slopes:  # b_1 = 0: the marginal prior of b_0 alone
+            z0 = self.b0 / s0
+            if self.prior == "code":  # −¼·mean_s(b_sᵀΣ⁻¹b_s) with the 1×1 Σ = σ0²
+                return -0.25 * (z0**2).mean()
+            return (-0.5 * z0**2 - torch.log(s0) - 0.5 * math.log(2 * math.pi)).sum()
         B = torch.stack([self.b0, self.b1], dim=-1)  # [S, 2]
         if self.prior == "code":
             quad = (B @ torch.linalg.inv(self.covariance())) * B

@@ -276,6 +276,7 @@ def train_config(cfg: TrainRunConfig, features: str) -> TrainConfig:
         nll_tolerance=cfg.nll_tolerance,
         init=cfg.start or ("mean" if history else "official"),
         site_slopes=(not history) if cfg.site_slopes is None else cfg.site_slopes,
+        dispersion=cfg.dispersion,
     )
 
 
@@ -368,6 +369,7 @@ def run_train(
         start_model, ckpt = load_checkpoint(cfg.init, data, "init")
         init_state, kind = start_model.state_dict(), ckpt["model"]
         tcfg.link = ckpt["config"].get("link", tcfg.link)
+        tcfg.dispersion = ckpt["config"].get("dispersion", tcfg.dispersion)
         reference = ckpt.get("valid_bpr") if reference is None else reference
     device = torch.device(cfg.device)
     for s in SPLITS:
