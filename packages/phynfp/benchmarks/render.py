@@ -208,8 +208,13 @@ def summary(loaded: dict[str, dict]) -> list[str]:
     return lines
 
 
-STUDY = ["net3", "ky4", "ky4-long"]
-STUDY_TITLES = {"net3": "wntr:Net3", "ky4": "wntr:ky4", "ky4-long": "wntr:ky4 at 10× budget"}
+STUDY = ["net3", "net3-long", "ky4", "ky4-long"]
+STUDY_TITLES = {
+    "net3": "wntr:Net3",
+    "net3-long": "wntr:Net3 at 5× budget",
+    "ky4": "wntr:ky4",
+    "ky4-long": "wntr:ky4 at 10× budget",
+}
 PHYNFP_ARMS = ["phynfp", "phynfp-reach", "phynfp-reach-c", "phynfp-dynamic", "phynfp-bidir"]
 ARM_TEXT = {
     "phynfp": "PhyNFP, L = old cap, mean-flow edges",

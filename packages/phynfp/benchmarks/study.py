@@ -90,6 +90,29 @@ DATASETS: dict[str, dict[str, Any]] = {
         "old_steps": 30,
         "lr_from": "net3",  # the learning rates selected on Net3's validation split (budget)
     },
+    # Net3 at 5x the 0.1.0 budget (45 epochs x 16 batches = 720 optimiser steps; 0.1.0: 144), the
+    # learning rate selected on Net3's validation split at this budget from {3e-3, 1e-2}, extended
+    # upwards while the best value sits on the top edge; budget snapshots at 144 and 320 steps (the
+    # 0.3.0 study's budget). What fitted the CPU time left; 10x would be "epochs": 90.
+    "net3-long": {
+        "network": "Net3",
+        "scenarios": 24,
+        "val_stride": 6,
+        "test_stride": 2,
+        "epochs": 45,
+        "max_batches": 16,
+        "batch_size": 16,
+        "layers": 8,
+        "reach": "longest",
+        "reach_layers": 4,
+        "old_steps": 144,
+        "lr_from": None,
+        "lrs": [3e-3, 1e-2],
+        "extend_grid": True,
+        "courant_init": 0.05,
+        "extra_snapshots": [20],
+        "arms": ["mlp", "dirgnn", "phynfp", "phynfp-dynamic", "phynfp-reach-c"],
+    },
     # ky4 at 10x the 0.1.0 budget (25 epochs x 12 batches = 300 optimiser steps; 0.1.0: 30), the
     # learning rate selected on ky4's own validation split at this budget from {3e-3, 1e-2} (1e-3
     # lost for every model at the shorter budget), and the depth remedy: the reach arm with a small
