@@ -556,7 +556,7 @@ def study_summary(key: str, v: dict) -> list[str]:
     if not words:
         head = "not measured yet (fewer than 2 seeds)"
     elif all(w == "ahead" for w in words):
-        head = "met (ahead of every other model)"
+        head = "met (ahead of every other model in this study: " + ", ".join(others) + ")"
     elif any(w == "behind" for w in words):
         head = (
             "**missed** (behind "
