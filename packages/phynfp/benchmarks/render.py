@@ -208,12 +208,18 @@ def summary(loaded: dict[str, dict]) -> list[str]:
     return lines
 
 
-STUDY = ["net3", "ky4"]
-STUDY_TITLES = {"net3": "wntr:Net3", "ky4": "wntr:ky4"}
-PHYNFP_ARMS = ["phynfp", "phynfp-reach", "phynfp-dynamic", "phynfp-bidir"]
+STUDY = ["net3", "net3-long", "ky4", "ky4-long"]
+STUDY_TITLES = {
+    "net3": "wntr:Net3",
+    "net3-long": "wntr:Net3 at 5× budget",
+    "ky4": "wntr:ky4",
+    "ky4-long": "wntr:ky4 at 10× budget",
+}
+PHYNFP_ARMS = ["phynfp", "phynfp-reach", "phynfp-reach-c", "phynfp-dynamic", "phynfp-bidir"]
 ARM_TEXT = {
     "phynfp": "PhyNFP, L = old cap, mean-flow edges",
     "phynfp-reach": "PhyNFP + transport sub-steps (depth)",
+    "phynfp-reach-c": "depth with initial Courant number {courant}",
     "phynfp-dynamic": "PhyNFP, edges follow the hourly flow",
     "phynfp-bidir": "PhyNFP, bidirectional operators",
 }
@@ -278,14 +284,22 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
         f"{hops[lead]['median']:.0f}; within window + lead: at most {hops['15']['max']}), at each "
         "link's mean speed: the receptive field a 3 h forecast needs.",
         "",
-        "| model | lr | receptive field (hops) | test MSE (mean ± sd) | test MSE at the old step budget | best epoch (median) | s / step |",
-        "|---|---|---|---|---|---|---|",
     ]
+    old_steps = res["old_budget_epoch"] * res["steps_per_epoch"]
+    extra = [int(e) for e in spec.get("extra_snapshots", ()) if int(e) < budget["epochs"]]
+    extra_steps = [e * res["steps_per_epoch"] for e in extra]
+    lines += [
+        "| model | lr | receptive field (hops) | test MSE (mean ± sd) | "
+        + "".join(f"test MSE after {n} steps | " for n in [old_steps, *extra_steps])
+        + "best epoch (median) | s / step |",
+        "|---|---|---|---|---|" + "---|" * (len(extra) + 2),
+    ]
+    dash = "– | " * len(extra)
     for name, value in res["trivial"].items():
-        lines.append(f"| {name} (trivial) | – | 0 | {value['mse']:.3f} | – | – | – |")
+        lines.append(f"| {name} (trivial) | – | 0 | {value['mse']:.3f} | – | {dash}– | – |")
     for arm, by_seed in runs.items():
         rs = list(by_seed.values())
-        label = ARM_TEXT.get(arm, arm)
+        label = ARM_TEXT.get(arm, arm).format(courant=spec.get("courant_init", ""))
         if arm.startswith("phynfp"):
             label = f"**{arm}** ({label})"
         old = [r["old_budget"]["test_mse"] for r in rs if r.get("old_budget")]
@@ -299,16 +313,55 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             field_text = f"{field}, along the hour's flow"
         else:
             field_text = f"{field}, upstream"
+        snaps = "".join(
+            f"{_mean_sd([r['budget_snapshots'][str(e)] for r in rs if r.get('budget_snapshots')])} | "
+            for e in extra
+        )
         lines.append(
             f"| {label} | {res['selected_lr'][arm]:g} | {field_text} | "
-            f"{_mean_sd([r['test_mse'] for r in rs])} | {_mean_sd(old)} | "
+            f"{_mean_sd([r['test_mse'] for r in rs])} | {_mean_sd(old)} | {snaps}"
             f"{epochs[len(epochs) // 2]} of {budget['epochs']} | "
             f"{sum(r['step_s'] for r in rs) / len(rs):.3f} |"
         )
+    lr_rows = {}
+    for r in res["runs"].values():
+        if r["seed"] == seeds[0] and r["arm"] in runs:
+            lr_rows.setdefault(r["arm"], {})[r["lr"]] = r["val_mse"]
+    all_lrs = sorted({lr for row in lr_rows.values() for lr in row})
+    if len(all_lrs) > 1:
+        lines += [
+            "",
+            f"Learning rate (seed {seeds[0]}, validation MSE; the lowest is bold"
+            + (
+                (
+                    f"; values above {max(proto['lrs']):g} extend the grid where the best value sat "
+                    "on its top edge, and take part in the selection"
+                    if res.get("lr_grids")
+                    else f"; values above {max(proto['lrs']):g} are the edge check"
+                )
+                if max(all_lrs) > max(proto["lrs"])
+                else ""
+            )
+            + "):",
+            "",
+            "| model | " + " | ".join(f"lr {lr:g}" for lr in all_lrs) + " |",
+            "|---|" + "---|" * len(all_lrs),
+        ]
+        for arm, row in lr_rows.items():
+            low = min((v for v in row.values() if v is not None), default=None)
+            cells = [
+                "–"
+                if row.get(lr) is None
+                else (f"**{row[lr]:.4f}**" if row[lr] == low else f"{row[lr]:.4f}")
+                for lr in all_lrs
+            ]
+            lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     edge = [
         r
         for r in res["runs"].values()
-        if r["seed"] == seeds[0] and r["lr"] > max(proto["lrs"]) and r["arm"] in runs
+        if r["seed"] == seeds[0]
+        and r["lr"] > max(res.get("lr_grids", {}).get(r["arm"], proto["lrs"]))
+        and r["arm"] in runs
     ]
     if edge:
         top = max(proto["lrs"])
@@ -372,12 +425,25 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
     base = runs.get("phynfp", {})
     for arm, cause in (
         ("phynfp-reach", "depth"),
+        ("phynfp-reach-c", "depth, small initial Courant number"),
         ("phynfp-dynamic", "orientation"),
         ("phynfp-bidir", "orientation (ablation)"),
     ):
         if arm in runs and base:
             m, lo, hi, n = _paired(runs[arm], base, mse, mse)
             causes.append((cause, f"MSE(phynfp) − MSE({arm})", m, lo, hi, n))
+    if "phynfp-reach" in runs and "phynfp-reach-c" in runs:
+        m, lo, hi, n = _paired(runs["phynfp-reach-c"], runs["phynfp-reach"], mse, mse)
+        causes.append(
+            (
+                "depth remedy: initial Courant number",
+                "MSE(phynfp-reach) − MSE(phynfp-reach-c)",
+                m,
+                lo,
+                hi,
+                n,
+            )
+        )
     for arm in dict.fromkeys(("phynfp", best, "dirgnn")):
         if arm in runs:
             old = {s: r for s, r in runs[arm].items() if r.get("old_budget")}
@@ -394,6 +460,26 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
                     n,
                 )
             )
+    for arm in dict.fromkeys(("phynfp", best, "dirgnn")):
+        for e, n_steps in zip(extra, extra_steps):
+            have = {s: r for s, r in runs.get(arm, {}).items() if r.get("budget_snapshots")}
+            if have:
+                m, lo, hi, n = _paired(
+                    have,
+                    have,
+                    lambda r: r["test_mse"],
+                    lambda r, e=e: r["budget_snapshots"][str(e)],
+                )
+                causes.append(
+                    (
+                        f"budget ({arm})",
+                        f"{arm}: MSE after {n_steps} steps − after {steps}",
+                        m,
+                        lo,
+                        hi,
+                        n,
+                    )
+                )
     if "dirgnn" in runs:
         for arm in dict.fromkeys(("phynfp", best)):
             a, d = runs[arm], runs["dirgnn"]
@@ -410,13 +496,35 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             causes.append(
                 (
                     f"budget, gap to DirGNN ({arm})",
-                    f"gap DirGNN − {arm}: full budget − old budget",
+                    f"gap DirGNN − {arm}: {steps} steps − {old_steps} steps",
                     m,
                     lo,
                     hi,
                     n,
                 )
             )
+            for e, n_steps in zip(extra, extra_steps):
+                seeds_e = [
+                    s
+                    for s in seeds_
+                    if a[s].get("budget_snapshots") and d[s].get("budget_snapshots")
+                ]
+                diffs = [
+                    (d[s]["test_mse"] - a[s]["test_mse"])
+                    - (d[s]["budget_snapshots"][str(e)] - a[s]["budget_snapshots"][str(e)])
+                    for s in seeds_e
+                ]
+                m, lo, hi, n = t_interval(diffs)
+                causes.append(
+                    (
+                        f"budget, gap to DirGNN ({arm})",
+                        f"gap DirGNN − {arm}: {steps} steps − {n_steps} steps",
+                        m,
+                        lo,
+                        hi,
+                        n,
+                    )
+                )
     for cause, contrast, m, lo, hi, n in causes:
         lines.append(
             f"| {cause} | {contrast} | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {n} | {verdict(lo, hi)} |"
@@ -448,7 +556,7 @@ def study_summary(key: str, v: dict) -> list[str]:
     if not words:
         head = "not measured yet (fewer than 2 seeds)"
     elif all(w == "ahead" for w in words):
-        head = "met (ahead of every other model)"
+        head = "met (ahead of every other model in this study: " + ", ".join(others) + ")"
     elif any(w == "behind" for w in words):
         head = (
             "**missed** (behind "

@@ -10,7 +10,13 @@ with 95 % t intervals. The PhyNFP arms separate the three suspected causes of th
                         field reaches the longest path (Net3) or the hops water travels within the
                         forecast lead (ky4, where the longest path of 147 costs 12x per step here);
 * ``phynfp-dynamic``    orientation: each sample's edges follow the flow sign at the window's end;
-* ``phynfp-bidir``      the bidirectional ablation (both directions always on).
+* ``phynfp-bidir``      the bidirectional ablation (both directions always on);
+* ``phynfp-reach-c``    (``ky4-long``) the depth arm with a small initial Courant number
+                        (``courant_init``), the remedy for sub-steps that blur the state at the start.
+
+``ky4-long`` is ky4 at 10x the 0.1.0 budget (300 optimiser steps), its learning rates selected on
+ky4's own validation split at that budget from {3e-3, 1e-2}, with extra budget snapshots (60 steps,
+the 0.3.0 study's budget) in the same runs.
 
 Budget: every run also keeps the best-validation state within the old number of optimiser steps
 (``fit(snapshot_epochs=...)``), so "more steps" is a paired contrast inside the same runs.
@@ -21,7 +27,8 @@ Each finished run is written to ``results/study-<dataset>.json`` at once; a seco
 budget) into ``results/study-<dataset>-paper-scale.json``.
 
 Usage (from the package folder):
-    python benchmarks/study.py [--only net3,ky4] [--quick] [--fresh] [--paper-scale] [--no-render]
+    python benchmarks/study.py [--only net3,ky4,ky4-long] [--quick] [--fresh] [--paper-scale]
+        [--edge-check] [--max-seeds N] [--skip-arms a,b] [--no-render]
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ RESULTS = HERE / "results"
 SEEDS = [0, 1, 2, 3, 4]
 LRS = [1e-3, 3e-3]
 EDGE_LR = 1e-2  # --edge-check: seed 0 at the next grid value above, to see whether 3e-3 is an edge
+NEXT_LR = {1e-3: 3e-3, 3e-3: 1e-2, 1e-2: 3e-2, 3e-2: 1e-1}  # the grid's next value above
 BASELINES = ["mlp", "gcn", "gat", "sage", "dirgnn"]
 PHYNFP_ARMS = ["phynfp", "phynfp-reach", "phynfp-dynamic", "phynfp-bidir"]
 
@@ -81,6 +89,60 @@ DATASETS: dict[str, dict[str, Any]] = {
         "reach_layers": 6,
         "old_steps": 30,
         "lr_from": "net3",  # the learning rates selected on Net3's validation split (budget)
+    },
+    # Net3 at 5x the 0.1.0 budget (45 epochs x 16 batches = 720 optimiser steps; 0.1.0: 144), the
+    # learning rate selected on Net3's validation split at this budget from {3e-3, 1e-2}, extended
+    # upwards while the best value sits on the top edge; budget snapshots at 144 and 320 steps (the
+    # 0.3.0 study's budget). What fitted the CPU time left; 10x would be "epochs": 90.
+    "net3-long": {
+        "network": "Net3",
+        "scenarios": 24,
+        "val_stride": 6,
+        "test_stride": 2,
+        "epochs": 45,
+        "max_batches": 16,
+        "batch_size": 16,
+        "layers": 8,
+        "reach": "longest",
+        "reach_layers": 4,
+        "old_steps": 144,
+        "lr_from": None,
+        "lrs": [3e-3, 1e-2],
+        "extend_grid": True,
+        "courant_init": 0.05,
+        "extra_snapshots": [20],
+        "arms": ["mlp", "dirgnn", "phynfp", "phynfp-dynamic", "phynfp-reach-c"],
+    },
+    # ky4 at 10x the 0.1.0 budget (25 epochs x 12 batches = 300 optimiser steps; 0.1.0: 30), the
+    # learning rate selected on ky4's own validation split at this budget from {3e-3, 1e-2} (1e-3
+    # lost for every model at the shorter budget), and the depth remedy: the reach arm with a small
+    # initial Courant number (``phynfp-reach-c``). Arms in order of priority (seed-major loop).
+    "ky4-long": {
+        "network": "ky4",
+        "scenarios": 12,
+        "val_stride": 6,
+        "test_stride": 3,
+        "epochs": 25,
+        "max_batches": 12,
+        "batch_size": 16,
+        "layers": 6,
+        "reach": "travel",
+        "reach_layers": 6,
+        "old_steps": 30,
+        "lr_from": None,
+        "lrs": [3e-3, 1e-2],
+        "extend_grid": True,  # a best lr on the grid's top edge adds the next value (seed 0)
+        "courant_init": 0.05,
+        "extra_snapshots": [5],  # the 0.3.0 study's budget (60 steps)
+        "arms": [
+            "mlp",
+            "dirgnn",
+            "phynfp",
+            "phynfp-reach-c",
+            "phynfp-dynamic",
+            "phynfp-reach",
+            "phynfp-bidir",
+        ],
     },
 }
 LEAD = 3  # hours: the wntr task's forecast lead
@@ -161,7 +223,7 @@ def arm_settings(arm: str, spec: dict[str, Any], stats: dict[str, Any], paper: b
     options: dict[str, Any] = {}
     if arm.startswith("phynfp"):
         options = {"orientation": "downstream", "substeps": 0}
-        if arm == "phynfp-reach" and not paper:
+        if arm in ("phynfp-reach", "phynfp-reach-c") and not paper:
             reach = (
                 stats["longest_path"]
                 if spec["reach"] == "longest"
@@ -169,6 +231,8 @@ def arm_settings(arm: str, spec: dict[str, Any], stats: dict[str, Any], paper: b
             )
             layers = spec["reach_layers"]
             options["substeps"] = substeps_for_reach(reach, layers)
+            if arm == "phynfp-reach-c":  # the depth remedy: start the sub-steps near identity
+                options["courant_init"] = spec["courant_init"]
         elif arm == "phynfp-dynamic":
             options["orientation"] = "dynamic"
         elif arm == "phynfp-bidir":
@@ -201,7 +265,8 @@ def one_run(data, arm, spec, stats, seed, lr, budget, old_epoch, paper) -> dict[
         seed=seed,
     )
     start = time.perf_counter()
-    fitted = fit(model, data, cfg, snapshot_epochs=(old_epoch,))
+    extra = tuple(e for e in spec.get("extra_snapshots", ()) if e < budget["epochs"])
+    fitted = fit(model, data, cfg, snapshot_epochs=(old_epoch, *extra))
     wall = time.perf_counter() - start
     test = evaluate(model, data, "test")
     out: dict[str, Any] = {
@@ -226,6 +291,11 @@ def one_run(data, arm, spec, stats, seed, lr, budget, old_epoch, paper) -> dict[
         final = {k: v.clone() for k, v in model.state_dict().items()}
         model.load_state_dict(snap)
         out["old_budget"] = {"epochs": old_epoch, "test_mse": evaluate(model, data, "test")["mse"]}
+        for epoch in extra:
+            model.load_state_dict(fitted.snapshots[epoch])
+            out.setdefault("budget_snapshots", {})[str(epoch)] = evaluate(model, data, "test")[
+                "mse"
+            ]
         model.load_state_dict(final)
     return out
 
@@ -255,7 +325,7 @@ def run_dataset(
         "batch_size": spec["batch_size"],
         "hidden": 32,
     }
-    seeds, lrs = SEEDS, LRS
+    seeds, lrs = SEEDS, list(spec.get("lrs", LRS))
     if paper:
         budget.update(PAPER_SCALE)
     if quick:
@@ -271,7 +341,7 @@ def run_dataset(
     path = folder / f"study-{key}{suffix}.json"
     arms = list(spec.get("arms", BASELINES + PHYNFP_ARMS))
     if paper:  # at paper scale every PhyNFP has L = the longest path: "reach" is the same model
-        arms = [a for a in arms if a != "phynfp-reach"]
+        arms = [a for a in arms if a not in ("phynfp-reach", "phynfp-reach-c")]
     protocol = {
         "budget": budget,
         "seeds": seeds,
@@ -337,25 +407,42 @@ def run_dataset(
     if other is not None and other.is_file():
         chosen = dict(json.loads(other.read_text()).get("selected_lr", {}))
     borrowed = [a for a in arms if a in chosen]
-    payload["lr_rule"] = f"selected on validation MSE (seed 0) among {lrs}" + (
-        f"; on {source}'s validation split for {', '.join(borrowed)}" if borrowed else ""
+    payload["lr_rule"] = (
+        f"selected on validation MSE (seed 0) among {lrs}"
+        + (
+            ", extended upwards while the best value sat on the grid's top edge"
+            if spec.get("extend_grid")
+            else ""
+        )
+        + (f"; on {source}'s validation split for {', '.join(borrowed)}" if borrowed else "")
     )
+    grids: dict[str, list[float]] = {}
     for arm in arms:
-        if arm not in chosen:
-            scores = {lr: do(arm, seeds[0], lr)["val_mse"] for lr in lrs}
-            chosen[arm] = min(lrs, key=lambda lr: (scores[lr] is None, scores[lr] or 0.0))
+        if arm not in chosen and arm not in skip:
+            grid = list(lrs)
+            scores = {lr: do(arm, seeds[0], lr)["val_mse"] for lr in grid}
+            best = min(grid, key=lambda lr: (scores[lr] is None, scores[lr] or 0.0))
+            # A best value on the grid's top edge extends the grid by the next value (seed 0).
+            while spec.get("extend_grid") and best == max(grid) and best in NEXT_LR:
+                grid.append(NEXT_LR[best])
+                scores[grid[-1]] = do(arm, seeds[0], grid[-1])["val_mse"]
+                best = min(grid, key=lambda lr: (scores[lr] is None, scores[lr] or 0.0))
+            chosen[arm], grids[arm] = best, grid
     payload["selected_lr"] = chosen
+    payload["lr_grids"] = grids
     save()
     # 2. Every seed at the selected learning rate, seed by seed (a partial file covers every arm).
     for seed in seeds[:max_seeds]:
         for arm in arms:
-            if arm not in skip:
+            if arm not in skip and arm in chosen:
                 do(arm, seed, chosen[arm])
     if edge_check:  # the grid extended by one value at seed 0 (recorded, not used for selection)
         for arm in arms:
-            if arm not in skip and chosen[arm] == max(lrs):
-                do(arm, seeds[0], EDGE_LR)
-    payload["complete"] = all(f"{a}|{s}|{chosen[a]:g}" in runs for a in arms for s in seeds)
+            if arm not in skip and chosen.get(arm) == max(lrs):
+                do(arm, seeds[0], NEXT_LR.get(max(lrs), EDGE_LR))
+    payload["complete"] = all(
+        a in chosen and f"{a}|{s}|{chosen[a]:g}" in runs for a in arms for s in seeds
+    )
     save()
     print(f"wrote {path.relative_to(HERE.parent)}", flush=True)
     return path
@@ -363,7 +450,7 @@ def run_dataset(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default="net3,ky4", help="comma-separated: net3, ky4")
+    parser.add_argument("--only", default="net3,ky4", help="comma-separated: net3, ky4, ky4-long")
     parser.add_argument("--quick", action="store_true", help="a smoke run into results/quick/")
     parser.add_argument("--fresh", action="store_true", help="ignore finished runs in the JSON")
     parser.add_argument("--resume", action="store_true", help="resume from the JSON (the default)")
@@ -379,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--edge-check",
         action="store_true",
-        help=f"also run seed 0 at lr {EDGE_LR:g} for arms whose selected lr is the grid's top",
+        help="also run seed 0 at the grid's next lr for arms whose selected lr is the grid's top",
     )
     parser.add_argument(
         "--skip-arms", default="", help="comma-separated arms not to run now (resume later)"

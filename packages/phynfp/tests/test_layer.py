@@ -300,6 +300,33 @@ def test_substeps_auto_reaches_the_longest_path_and_needs_upwind():
         PhyNFPConv(8, EDGE_DIM, substeps=-1)
 
 
+@pytest.mark.parametrize("c", [0.05, 0.5, 0.9])
+def test_courant_init_sets_the_substep_rate_in_closed_form(c):
+    # On a chain every node has one in-edge (normalised share 1), so k = 2 sub-steps are
+    # v_i <- v_i + c (v_{i-1} - v_i) twice, and the source (node 0) keeps its value.
+    ei = chain(4)
+    conv = PhyNFPConv(2, EDGE_DIM, substeps=2, courant_init=c).double()
+    assert torch.sigmoid(conv.courant).item() == pytest.approx(c, rel=1e-6)  # float32 init
+    pattern = conv.patterns(ei, 4)[0]
+    weight = conv.edge_weights(torch.randn(3, EDGE_DIM, dtype=torch.float64))[0]
+    v = torch.randn(4, 2, dtype=torch.float64)
+    expect = v.clone()
+    for _ in range(2):
+        prev = expect.clone()
+        expect[1:] = prev[1:] + c * (prev[:-1] - prev[1:])
+    assert torch.allclose(conv.transport(pattern, weight, v), expect, atol=1e-12)
+    model = PhyNFP(12, EDGE_DIM, 8, 2, substeps=1, courant_init=c)
+    assert all(torch.sigmoid(m.courant).item() == pytest.approx(c) for m in model.convs)
+    conv.reset_parameters()  # reset keeps the initial rate
+    assert torch.sigmoid(conv.courant).item() == pytest.approx(c, rel=1e-6)  # float32 init
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -0.1, float("nan")])
+def test_courant_init_outside_the_open_unit_interval_is_refused(bad):
+    with pytest.raises(ValueError, match=r"courant_init must be in \(0, 1\)"):
+        PhyNFPConv(8, EDGE_DIM, substeps=1, courant_init=bad)
+
+
 def test_dynamic_orientation_equals_static_operators_for_constant_signs():
     ei, n = small_tree()
     attr = torch.randn(ei.size(1), EDGE_DIM, dtype=torch.float64)

@@ -10,6 +10,7 @@ friction (the paper's implicit physics),
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 
 import torch
@@ -92,9 +93,14 @@ class PhyNFPConv(MessagePassing):
         substeps (int): k linear upwind transport sub-steps before the momentum update (sub-cycling,
             ``mode="upwind"`` only): ``u_i ← u_i + c (Σ_{e=(j→i)} ŵ_e u_j − u_i)`` with ŵ the
             layer's 1/Δx weights normalised over each node's in-edges and a learnable Courant
-            number c = sigmoid(·) ∈ (0, 1) (initialised at 0.5); nodes without in-edges keep their
-            value. Each sub-step moves information one more hop downstream, so one layer reaches
-            k + 1 hops at the price of k sparse products and no extra H × H weights. (default: 0)
+            number c = sigmoid(·) ∈ (0, 1) (initialised at ``courant_init``); nodes without in-edges
+            keep their value. Each sub-step moves information one more hop downstream, so one layer
+            reaches k + 1 hops at the price of k sparse products and no extra H × H weights.
+            (default: 0)
+        courant_init (float): initial Courant number c of the sub-steps, in (0, 1). A small value
+            starts the layer close to the plain update (each sub-step moves a fraction c of the
+            upstream mean in) and lets training grow the reach; 0.5 mixes half of every node's state
+            with its upstream neighbours' per sub-step from the first step. (default: 0.5)
 
     Shapes:
         - **input:** node features ``(|V|, C)`` or ``(B, |V|, C)``, edge indices ``(2, |E|)``, edge features
@@ -119,6 +125,7 @@ class PhyNFPConv(MessagePassing):
         eps_dx: float = 1e-3,
         cached: bool = True,
         substeps: int = 0,
+        courant_init: float = 0.5,
     ) -> None:
         super().__init__(aggr="add", node_dim=-2)
         if channels < 1:
@@ -136,6 +143,10 @@ class PhyNFPConv(MessagePassing):
             )
         if not isinstance(substeps, int) or isinstance(substeps, bool) or substeps < 0:
             raise ValueError(f"PhyNFPConv: substeps must be an integer >= 0, got {substeps!r}")
+        if not 0.0 < courant_init < 1.0:
+            raise ValueError(
+                f"PhyNFPConv: courant_init must be in (0, 1) (open interval), got {courant_init!r}"
+            )
         if substeps and mode != "upwind":
             raise ValueError(
                 f"PhyNFPConv: substeps need mode='upwind' (positive 1/Δx weights), got mode={mode!r}"
@@ -165,6 +176,7 @@ class PhyNFPConv(MessagePassing):
         self.eps_dx = eps_dx
         self.cached = cached
         self.substeps = substeps
+        self.courant_init = float(courant_init)
         self._patterns: OrderedDict[int, tuple[Tensor, int, int, tuple[OperatorPattern, ...]]]
         self._patterns = OrderedDict()
 
@@ -214,8 +226,8 @@ class PhyNFPConv(MessagePassing):
                 self.dt.fill_(float(self.dt_init))
         with torch.no_grad():
             self.dg.fill_(float(self.dg_init))
-            if self.courant is not None:
-                self.courant.zero_()
+            if self.courant is not None:  # c = sigmoid(logit(courant_init)) = courant_init
+                self.courant.fill_(math.log(self.courant_init / (1.0 - self.courant_init)))
 
     # ------------------------------------------------------------------------------ operators
 
@@ -418,6 +430,8 @@ class PhyNFPConv(MessagePassing):
         extra = f", physics={self.physics}" if self.physics != "saint_venant" else ""
         if self.substeps:
             extra += f", substeps={self.substeps}"
+            if self.courant_init != 0.5:
+                extra += f", courant_init={self.courant_init:g}"
         return (
             f"{type(self).__name__}({self.channels}, edge_dim={self.edge_dim}, mode={self.mode}, "
             f"orientation={self.orientation}{extra})"

@@ -106,6 +106,8 @@ class PhyNFP(nn.Module):
             the model reaches L·(substeps + 1) hops upstream; ``"auto"`` picks the smallest value
             that reaches the longest path of the graph given as ``edge_index``/``num_nodes``.
             (default: 0)
+        courant_init: initial Courant number of the sub-steps, in (0, 1) (see
+            :class:`PhyNFPConv`). (default: 0.5)
         dt_init: initial shared Δt. (default: 0.7)
         dg_init: initial δg of every layer. (default: 0.5)
         edge_index, num_nodes: the graph, needed only for ``num_layers="auto"``.
@@ -130,6 +132,7 @@ class PhyNFP(nn.Module):
         eps_dx: float = 1e-3,
         edge_hidden: int = 16,
         substeps: int | str = 0,
+        courant_init: float = 0.5,
         edge_index: Tensor | None = None,
         num_nodes: int | None = None,
     ) -> None:
@@ -180,6 +183,7 @@ class PhyNFP(nn.Module):
             c_src=c_src,
             eps_dx=eps_dx,
             substeps=substeps,
+            courant_init=courant_init,
         )
         self.substeps = substeps
         count = 1 if param_sharing else num_layers
