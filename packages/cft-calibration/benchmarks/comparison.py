@@ -463,7 +463,9 @@ def render(r: dict[str, Any]) -> str:
     lines += diff_table(cells, "obqa", METHODS, margin)
     diag = []
     for s in done:
-        bits = [f"seed {s}: base epoch {cells[f'obqa/{s}/base']['selected_epoch']}"]
+        be = cells[f"obqa/{s}/base"]["selected_epoch"]
+        edge = " (edge)" if be in (0, p["base"]["epochs"]) else ""
+        bits = [f"seed {s}: base epoch {be}/{p['base']['epochs']}{edge}"]
         a = cells.get(f"obqa/{s}/aligned")
         if a:
             bits.append(f"DPO reward accuracy {a['dpo_last10']['reward_accuracy']:.2f}")
