@@ -433,6 +433,29 @@ def diff_table(
     return lines
 
 
+def control_line(cells: dict[str, Any], setting: str, n: int) -> str:
+    """The positive control of a setting: each seed's base in-domain accuracy, 95% Wilson lower
+    bound against chance (1/4) + 0.05."""
+    from positive_control import wilson
+
+    ss = seeds_with(cells, ["base"], setting)
+    if not ss:
+        return ""
+    lows = [wilson(round(cells[f"{setting}/{s}/base"]["test"]["id_test"]["accuracy"] * n), n)[0]
+            for s in ss]  # fmt: skip
+    verdict = "passed" if min(lows) > 0.30 else "failed"
+    return (
+        f"Positive control (base in-domain accuracy above chance 0.25 + 0.05, per seed on the 95% "
+        f"Wilson interval over {n:,} questions): lowest lower bound {min(lows):.3f} over "
+        f"{len(ss)} seed(s) → **{verdict}**."
+        + (
+            " The comparison below is not evidence about knowledge-adding fine-tuning here."
+            if verdict == "failed"
+            else ""
+        )
+    )
+
+
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
     cells = flat_cells(raw)
@@ -459,6 +482,7 @@ def render(r: dict[str, Any]) -> str:
         f"Seeds with a base model: {len(done)}; command `{r['command']}`.",
         "",
     ]
+    lines += [control_line(cells, "obqa", r["n"]["id_test"]), ""]
     lines += means_table(cells, "obqa", STAGES)
     lines += diff_table(cells, "obqa", METHODS, margin)
     diag = []
@@ -492,12 +516,27 @@ def render(r: dict[str, Any]) -> str:
         f"(OOD words outside the decoder's word vocabulary read as unknown). Seeds: {len(cs)}.",
         "",
     ]
+    cdiag = []
+    for s in cs:
+        sel = raw[f"causal/{s}/all"]["selected"]
+        t = sel["temperature"]
+        edge = " (edge of the search range e^±3)" if abs(math.log(t)) > 2.99 else ""
+        cdiag.append(
+            f"seed {s}: base epoch {sel['base_epoch']}/{cp.get('base_epochs', 10)}; "
+            f"T = {t:.2f}{edge}; CFT epoch {sel['cft_epoch']}/{cp.get('cft_epochs', 3)}"
+            + (" (edge)" if sel["cft_epoch"] in (0, cp.get("cft_epochs", 3)) else "")
+        )
     causal_stages = ("base", "aligned", "ts", "cft", "long_sft", "rcft")
+    lines += [control_line(cells, "causal", r["n"]["id_test"]), ""]
     lines += means_table(cells, "causal", causal_stages)
     lines += diff_table(cells, "causal", ("ts", "cft", "long_sft", "rcft"), margin)
-    missing = [
-        f"`obqa` seeds {sorted(set(range(5)) - set(seeds_with(cells, list(STAGES))))}",
-        f"`causal` seeds {sorted(set(range(5)) - set(cs))}",
+    if cdiag:
+        lines += ["", "Selections per seed: " + " · ".join(cdiag) + "."]
+    left = {
+        "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
+        "causal": sorted(set(range(5)) - set(cs)),
+    }
+    missing = [f"`{k}` seeds {v} (of 5)" for k, v in left.items() if v] + [
         "setting `mmlu` (train on some MMLU subjects, in-domain test >= 2,000 questions of those "
         "subjects, out-of-domain = held-out subjects)",
         "every stage fine-tuning all six MiniLM layers (here: the last layer, pooler and "
