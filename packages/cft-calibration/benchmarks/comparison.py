@@ -278,7 +278,9 @@ def run(args: argparse.Namespace) -> None:
     for key, want in (("protocol", PROTOCOL), ("causal_protocol", CAUSAL)):
         if r and key in r and r[key] != json.loads(json.dumps(want)):
             raise SystemExit(f"--resume: the JSON was written under another {key}; start afresh")
-    r.setdefault("command", "python benchmarks/comparison.py --seeds <seeds> --resume")
+    r["command"] = "python benchmarks/comparison.py --seeds {} --resume".format(
+        " ".join(map(str, args.seeds))
+    )
     r["protocol"], r["causal_protocol"] = PROTOCOL, CAUSAL
     r.setdefault("cells", {})
     r["machine"] = {
@@ -381,7 +383,8 @@ def means_table(cells: dict[str, Any], setting: str, stages: tuple[str, ...]) ->
         lines.append(f"| {NAMES[st]} | {len(ss)} | " + " | ".join(vals) + f" | {sec:.0f} |")
     lines += [
         "",
-        "Means over the seeds; brackets: 95% t interval over seeds (from 2 seeds on).",
+        "Means over the seeds; brackets: 95% t interval over seeds (from 2 seeds on). The uniform "
+        "row's accuracy is that of always answering the first option (argmax of a tie).",
         "",
     ]
     return lines
@@ -456,6 +459,39 @@ def control_line(cells: dict[str, Any], setting: str, n: int) -> str:
     )
 
 
+def verdict(cells: dict[str, Any], setting: str, m: str, ref: str, split: str) -> str:
+    """The ECE verdict word of method m against ref on a test split ('' below 5 seeds)."""
+    ss = seeds_with(cells, [m, ref], setting)
+    if len(ss) < 5:
+        return ""
+    xs = [
+        cells[f"{setting}/{s}/{m}"]["test"][split]["conf_ece"]
+        - cells[f"{setting}/{s}/{ref}"]["test"][split]["conf_ece"]
+        for s in ss
+    ]
+    _, lo, hi = t_interval(xs)
+    return "ahead of" if hi < 0 else ("behind" if lo > 0 else "tied with")
+
+
+def reading(cells: dict[str, Any], setting: str) -> str:
+    """One sentence per reference, built from the verdicts (ECE, paired, >= 5 seeds)."""
+    out = []
+    for ref in ("long_sft", "ts"):
+        parts = []
+        for m in ("cft", "rcft"):
+            words = [verdict(cells, setting, m, ref, sp) for sp in ("id_test", "ood_test")]
+            if all(words):
+                parts.append(
+                    f"{NAMES[m]} is {words[0]} {NAMES[ref]} in domain and {words[1]} it out of "
+                    "domain"
+                )
+        if parts:
+            out.append("; ".join(parts))
+    if not out:
+        return ""
+    return "**Reading (conf-ECE, paired, from the table):** " + ". ".join(out) + "."
+
+
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
     cells = flat_cells(raw)
@@ -485,6 +521,8 @@ def render(r: dict[str, Any]) -> str:
     lines += [control_line(cells, "obqa", r["n"]["id_test"]), ""]
     lines += means_table(cells, "obqa", STAGES)
     lines += diff_table(cells, "obqa", METHODS, margin)
+    if reading(cells, "obqa"):
+        lines += ["", reading(cells, "obqa")]
     diag = []
     for s in done:
         be = cells[f"obqa/{s}/base"]["selected_epoch"]
