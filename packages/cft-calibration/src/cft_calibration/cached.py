@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -74,7 +74,7 @@ def _additive(attention: Tensor, dtype: torch.dtype) -> Tensor:
     return (1.0 - attention[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
 
 
-def _run_layers(layers: Sequence[nn.Module], h: Tensor, attention: Tensor) -> Tensor:
+def _run_layers(layers: Any, h: Tensor, attention: Tensor) -> Tensor:
     ext = _additive(attention, h.dtype)
     for layer in layers:
         out = layer(h, attention_mask=ext)
@@ -82,7 +82,7 @@ def _run_layers(layers: Sequence[nn.Module], h: Tensor, attention: Tensor) -> Te
     return h
 
 
-def _last_layer_first_token(layer: nn.Module, h: Tensor, attention: Tensor) -> Tensor:
+def _last_layer_first_token(layer: Any, h: Tensor, attention: Tensor) -> Tensor:
     """A BERT layer's output at the first token only ([N, 1, D]): the pooler reads nothing else, so
     the last layer needs the query, attention output and feed-forward of that token alone (keys and
     values still cover every token). Same weights and dropouts as the layer's own forward."""
@@ -230,7 +230,11 @@ class TopLayerScorer(_ScorerBase):
         flat_att = att.reshape(b * k, length)
         h = _run_layers(self.top[:-1], h.reshape(b * k, length, d), flat_att)
         h = _last_layer_first_token(self.top[-1], h, flat_att)
-        pooled = self.pooler(h)
-        logits = self.classifier(self.dropout(pooled)).view(b, k).float()
+        pooler, dropout, classifier = (
+            cast(Any, self.pooler),
+            cast(Any, self.dropout),
+            cast(Any, self.classifier),
+        )
+        logits = classifier(dropout(pooler(h))).view(b, k).float()
         logits = _masked(logits, mask)
         return ScoreOutput(logits, mask, torch.log_softmax(logits, -1), y)
