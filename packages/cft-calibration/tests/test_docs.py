@@ -44,7 +44,11 @@ def test_readme_and_results_hold_no_machine_path():
         assert not MACHINE_PATH.search(text), path.name
         command = json.loads(text)["command"]
         assert command.startswith(
-            ("python benchmarks/run.py", "python benchmarks/positive_control.py")
+            (
+                "python benchmarks/run.py",
+                "python benchmarks/positive_control.py",
+                "python benchmarks/comparison.py",
+            )
         ), path.name
 
 

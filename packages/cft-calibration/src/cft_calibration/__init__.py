@@ -76,6 +76,8 @@ _LAZY = {
     "run_causal_lm": "causal",
     "DPOResult": "dpo",
     "dpo_align": "dpo",
+    "HiddenSplit": "cached",
+    "TopLayerScorer": "cached",
     "dpo_preference_loss": "dpo",
     "preference_pairs": "dpo",
     "TrainResult": "train",
@@ -123,6 +125,7 @@ __all__ = [
     "FeatureSplit",
     "FinetuneConfig",
     "FinetuneResult",
+    "HiddenSplit",
     "LetterScorer",
     "MCItem",
     "MCScorer",
@@ -132,6 +135,7 @@ __all__ = [
     "ScoreOutput",
     "SyntheticFeatureMCQA",
     "TemperatureScaler",
+    "TopLayerScorer",
     "TrainConfig",
     "TrainResult",
     "__version__",
@@ -187,6 +191,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from .cached import HiddenSplit, TopLayerScorer
     from .causal import CausalLMConfig, CausalLMResult, run_causal_lm
     from .config import (
         AlignConfig,
