@@ -63,6 +63,16 @@ PAPER = {  # Table C.2 (test BPR@K), the paper's numbers on its datasets, for re
 }
 
 
+def write_block(start: str, end: str, lines: list[str]) -> None:
+    """Replace the README text between the ``start`` and ``end`` markers (when it has them)."""
+    text = README.read_text()
+    if start not in text or end not in text:
+        return
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    README.write_text(f"{head}{start}\n" + "\n".join(lines) + f"\n{end}{tail}")
+
+
 def setup(name: str, seed: int, data_dir: Path) -> tuple[B.TopKData, int]:
     if name == "surveytwin":
         return B.make_survey_twin(400, seed=seed), 40

@@ -37,7 +37,7 @@ from typing import Any
 import bpr_topk as B
 import torch
 from bpr_topk.experiment import EvalConfig, TrainConfig, _valid_test, train_one
-from history import DEFAULT_DATA, README, RESULTS, setup
+from history import DEFAULT_DATA, RESULTS, setup, write_block
 from stats import fmt_interval, interval
 
 MODELS = {"global": "global dispersion (Eq. 15, benchmark (e))", "site": "per-site dispersion"}
@@ -154,12 +154,7 @@ def render(res: dict[str, Any]) -> list[str]:
 
 
 def render_readme(res: dict[str, Any]) -> None:
-    text = README.read_text()
-    if START not in text or END not in text:
-        return
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    README.write_text(f"{head}{START}\n" + "\n".join(render(res)) + f"\n{END}{tail}")
+    write_block(START, END, render(res))
 
 
 def main() -> int:

@@ -38,7 +38,7 @@ import bpr_topk as B
 import torch
 from bpr_topk.experiment import EvalConfig, TrainConfig, make_model, train_one
 from bpr_topk.train import evaluate_model
-from history import DEFAULT_DATA, README, RESULTS, setup
+from history import DEFAULT_DATA, RESULTS, setup, write_block
 from stats import fmt_interval, interval
 
 PADDED = "exp link, no slopes, 0.6.0 features (padding read as zeros)"
@@ -217,11 +217,6 @@ START, END = "<!-- variants:start -->", "<!-- variants:end -->"
 
 def render_readme(res: dict[str, Any]) -> None:
     """Write the table between the README's ``variants`` markers (when it has them)."""
-    text = README.read_text()
-    if START not in text or END not in text:
-        return
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
     seeds = sorted({e["seed"] for e in res["entries"]})
     body = [
         f"NLL-only variants of the history forecaster, {res['dataset']}, seeds {seeds}; Δ = "
@@ -232,7 +227,7 @@ def render_readme(res: dict[str, Any]) -> None:
         "",
         f"Command: `{res['command']}`.",
     ]
-    README.write_text(f"{head}{START}\n" + "\n".join(body) + f"\n{END}{tail}")
+    write_block(START, END, body)
 
 
 def _plain(iv: dict[str, Any]) -> str:

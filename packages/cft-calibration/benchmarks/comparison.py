@@ -40,7 +40,7 @@ from typing import Any
 import cft_calibration as C
 import torch
 from cft_calibration.cached import HiddenSplit, TopLayerScorer
-from run import write_readme  # the sibling script: one README block writer
+from run import require_openbookqa, write_readme  # the sibling script: one README block writer
 
 HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
@@ -605,8 +605,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     if not args.render_only:
-        if not (args.data / "openbookqa" / "Main" / "train.tsv").is_file():
-            raise SystemExit(f"OpenBookQA not found under {args.data}")
+        require_openbookqa(args.data)
         run(args)
     write_readme(render(load_results()), "comparison")
     print("README comparison block rendered", file=sys.stderr)

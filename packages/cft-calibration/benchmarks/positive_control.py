@@ -28,7 +28,7 @@ from pathlib import Path
 
 import cft_calibration as C
 import torch
-from run import write_readme  # the sibling script: one README block writer
+from run import require_openbookqa, write_readme  # the sibling script: one README block writer
 
 HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
@@ -149,8 +149,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     if not args.render_only:
-        if not (args.data / "openbookqa" / "Main" / "train.tsv").is_file():
-            raise SystemExit(f"OpenBookQA not found under {args.data}")
+        require_openbookqa(args.data)
         r = run(args)
         RESULT.parent.mkdir(parents=True, exist_ok=True)
         RESULT.write_text(json.dumps(C._contract.portable(r), indent=2) + "\n", encoding="utf-8")

@@ -395,6 +395,12 @@ def render(results: dict[str, dict]) -> str:
     return "\n\n".join(parts)
 
 
+def require_openbookqa(data: Path) -> None:
+    """Stop with one line when the OpenBookQA copy is not under ``data``."""
+    if not (data / "openbookqa" / "Main" / "train.tsv").is_file():
+        raise SystemExit(f"OpenBookQA not found under {data}")
+
+
 def write_readme(text: str, block: str = "results") -> None:
     """Replace the README's ``<!-- {block}:start -->`` ... ``<!-- {block}:end -->`` block by ``text``."""
     start, end = f"<!-- {block}:start -->", f"<!-- {block}:end -->"

@@ -61,21 +61,23 @@ PHYNFP_ARMS = ["phynfp", "phynfp-reach", "phynfp-dynamic", "phynfp-bidir"]
 # "old_steps": optimiser steps of the previous benchmark (benchmarks/run.py, 0.1.0): Net3 12 epochs
 # x 12 batches of 32, ky4 5 epochs x 6 batches of 16; "old_epochs": the epoch of this run at which
 # as many steps were taken (the budget snapshot).
+NET3: dict[str, Any] = {
+    "network": "Net3",
+    "scenarios": 24,
+    "val_stride": 6,
+    "test_stride": 2,
+    "epochs": 20,
+    "max_batches": 16,
+    "batch_size": 16,
+    "layers": 8,
+    "reach": "longest",
+    "reach_layers": 4,
+    "old_steps": 144,
+    "lr_from": None,
+}
+
 DATASETS: dict[str, dict[str, Any]] = {
-    "net3": {
-        "network": "Net3",
-        "scenarios": 24,
-        "val_stride": 6,
-        "test_stride": 2,
-        "epochs": 20,
-        "max_batches": 16,
-        "batch_size": 16,
-        "layers": 8,
-        "reach": "longest",
-        "reach_layers": 4,
-        "old_steps": 144,
-        "lr_from": None,
-    },
+    "net3": NET3,
     "ky4": {
         "network": "ky4",
         "scenarios": 12,
@@ -95,18 +97,8 @@ DATASETS: dict[str, dict[str, Any]] = {
     # upwards while the best value sits on the top edge; budget snapshots at 144 and 320 steps (the
     # 0.3.0 study's budget). What fitted the CPU time left; 10x would be "epochs": 90.
     "net3-long": {
-        "network": "Net3",
-        "scenarios": 24,
-        "val_stride": 6,
-        "test_stride": 2,
+        **NET3,
         "epochs": 45,
-        "max_batches": 16,
-        "batch_size": 16,
-        "layers": 8,
-        "reach": "longest",
-        "reach_layers": 4,
-        "old_steps": 144,
-        "lr_from": None,
         "lrs": [3e-3, 1e-2],
         "extend_grid": True,
         "courant_init": 0.05,
