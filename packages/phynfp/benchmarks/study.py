@@ -75,23 +75,24 @@ NET3: dict[str, Any] = {
     "old_steps": 144,
     "lr_from": None,
 }
+KY4: dict[str, Any] = {
+    "network": "ky4",
+    "scenarios": 12,
+    "val_stride": 6,
+    "test_stride": 3,
+    "epochs": 5,
+    "max_batches": 12,
+    "batch_size": 16,
+    "layers": 6,
+    "reach": "travel",
+    "reach_layers": 6,
+    "old_steps": 30,
+    "lr_from": "net3",  # the learning rates selected on Net3's validation split (budget)
+}
 
 DATASETS: dict[str, dict[str, Any]] = {
     "net3": NET3,
-    "ky4": {
-        "network": "ky4",
-        "scenarios": 12,
-        "val_stride": 6,
-        "test_stride": 3,
-        "epochs": 5,
-        "max_batches": 12,
-        "batch_size": 16,
-        "layers": 6,
-        "reach": "travel",
-        "reach_layers": 6,
-        "old_steps": 30,
-        "lr_from": "net3",  # the learning rates selected on Net3's validation split (budget)
-    },
+    "ky4": KY4,
     # Net3 at 5x the 0.1.0 budget (45 epochs x 16 batches = 720 optimiser steps; 0.1.0: 144), the
     # learning rate selected on Net3's validation split at this budget from {3e-3, 1e-2}, extended
     # upwards while the best value sits on the top edge; budget snapshots at 144 and 320 steps (the
@@ -110,17 +111,8 @@ DATASETS: dict[str, dict[str, Any]] = {
     # lost for every model at the shorter budget), and the depth remedy: the reach arm with a small
     # initial Courant number (``phynfp-reach-c``). Arms in order of priority (seed-major loop).
     "ky4-long": {
-        "network": "ky4",
-        "scenarios": 12,
-        "val_stride": 6,
-        "test_stride": 3,
+        **KY4,
         "epochs": 25,
-        "max_batches": 12,
-        "batch_size": 16,
-        "layers": 6,
-        "reach": "travel",
-        "reach_layers": 6,
-        "old_steps": 30,
         "lr_from": None,
         "lrs": [3e-3, 1e-2],
         "extend_grid": True,  # a best lr on the grid's top edge adds the next value (seed 0)
