@@ -90,6 +90,57 @@ def test_clip_fast_path_equals_clip_grad_norm_bit_for_bit(scale, shapes):
         assert torch.equal(r.grad, o.grad) or (r.grad.isnan().all() and o.grad.isnan().all())
 
 
+def test_lean_adam_equals_torch_adam_bit_for_bit():
+    # the generator's optimizer (0.5.0): torch.optim.Adam's single-tensor update, operation for operation
+    from rsd_skills.generator import LeanAdam
+
+    gen = torch.Generator().manual_seed(0)
+    start = [torch.randn(2, generator=gen), torch.randn(3, 2, generator=gen)]
+    ref = [torch.nn.Parameter(t.clone()) for t in start]
+    ours = [torch.nn.Parameter(t.clone()) for t in start]
+    opt_ref, opt_ours = torch.optim.Adam(ref, lr=0.03), LeanAdam(ours, lr=0.03)
+    for step in range(60):
+        grads = [torch.randn(t.shape, generator=gen) * 3 for t in start]
+        if step % 7 == 3:
+            grads[1] = None  # a parameter without a gradient is skipped (its step count too)
+        opt_ref.zero_grad(set_to_none=True)
+        opt_ours.zero_grad()
+        for r, o, g in zip(ref, ours, grads):
+            r.grad, o.grad = (None, None) if g is None else (g.clone(), g.clone())
+        opt_ref.step()
+        opt_ours.step()
+        for r, o in zip(ref, ours):
+            assert torch.equal(r, o), step
+
+
+def test_prepared_value_estimate_equals_the_module_calls_bit_for_bit():
+    # Regret/ValueEstimate walk prepared layer lists; the module path is the reference arithmetic
+    from rsd_skills.generator import AgentSnapshot, Regret, ValueEstimate
+    from rsd_skills.sac import SAC
+
+    torch.manual_seed(0)
+    agent = SAC(7, 2, hidden=16)
+    snap = AgentSnapshot(7, 2, 16, 2)
+    snap.copy_from(agent)
+    with torch.no_grad():
+        for p in agent.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    s0, z = torch.randn(5), torch.rand(8, 2) * 2 - 1
+    for net in (agent, snap):
+        fast, slow = ValueEstimate(net), ValueEstimate(net)
+        slow.policy = slow.q1 = slow.q2 = None  # force the module calls
+        noise = torch.randn(3, 8, 2)
+        x = torch.cat([s0.expand(8, -1), z], -1).repeat(3, 1)
+        eps = noise.reshape(24, 2)
+        with torch.no_grad():
+            half_sq = -0.5 * eps.pow(2)
+            assert torch.equal(fast(x, eps, half_sq, 3, 8), slow(x, eps, half_sq, 3, 8))
+    reg = Regret(agent, snap, s0, 3)
+    a = reg(z, torch.Generator().manual_seed(4))
+    b = reg(z, torch.Generator().manual_seed(4))
+    assert torch.equal(a, b) and a.abs().sum() > 0
+
+
 if __name__ == "__main__":  # regenerate (only from code known to be right)
     GOLDEN.write_text(json.dumps({a: fingerprint(a) for a in ALGOS}) + "\n")
     sys.exit(0)

@@ -26,6 +26,7 @@ class DIAYN(SkillMethod):
         super().__init__(obs_dim, cfg, horizon)
         self.phi = mlp(obs_dim, 2 * self.dim, cfg.hidden, cfg.depth)
         self.opt_phi = torch.optim.Adam(self.phi.parameters(), lr=cfg.lr)
+        self.phi_params = list(self.phi.parameters())  # what the clip walks every step
 
     def eval_skills(self, n: int, generator: torch.Generator) -> torch.Tensor:
         return torch.randn(n, self.dim, generator=generator)
@@ -45,7 +46,7 @@ class DIAYN(SkillMethod):
         loss_phi = -log_q.mean()
         self.opt_phi.zero_grad(set_to_none=True)
         loss_phi.backward()
-        clip_and_step(self.opt_phi, list(self.phi.parameters()), self.cfg.grad_clip)
+        clip_and_step(self.opt_phi, self.phi_params, self.cfg.grad_clip)
         return {"loss_phi": loss_phi.item(), "repr_reward": log_q.mean().item()}
 
     @torch.no_grad()

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from .base import normalize
 from .config import Config
@@ -30,10 +31,9 @@ from .networks import (
     QNetwork,
     TanhGaussianPolicy,
     mlp,
-    mlp_forward,
     tanh_log_det,
 )
-from .sac import SAC, clip_and_step
+from .sac import SAC, clip_grads
 
 EPS = 1e-6
 LOG_2PI = math.log(2 * math.pi)
@@ -44,23 +44,51 @@ def atanh(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * torch.log((1 + EPS + x) / (1 + EPS - x))
 
 
-def gaussian_log_prob(x: torch.Tensor, loc: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """Diagonal normal log-density, summed over the last axis (broadcasting)."""
+def gaussian_log_prob(
+    x: torch.Tensor,
+    loc: torch.Tensor,
+    scale: torch.Tensor,
+    log_scale: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Diagonal normal log-density, summed over the last axis (broadcasting); ``log_scale``: ``log(scale)``
+    precomputed for a scale that stays fixed over many calls (the same values)."""
     t = (x - loc) / scale
-    return (-0.5 * t.pow(2) - torch.log(scale) - 0.5 * LOG_2PI).sum(-1)
+    log_scale = torch.log(scale) if log_scale is None else log_scale
+    return (-0.5 * t.pow(2) - log_scale - 0.5 * LOG_2PI).sum(-1)
 
 
-def tanh_normal_log_prob(x: torch.Tensor, mu: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
-    """``log q(x)`` of ``x = tanh(u)``, ``u ~ N(μ, diag std²)``: change of variables with ``log(1 − x² + ε)``."""
-    return gaussian_log_prob(atanh(x), mu, std) - torch.log(1 - x.pow(2) + EPS).sum(-1)
+def tanh_terms(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The parts of :func:`tanh_normal_log_prob` that depend on ``x`` alone: ``atanh(x)`` and
+    ``Σ log(1 − x² + ε)`` (computed once for points that many log-densities are evaluated at)."""
+    return atanh(x), torch.log(1 - x.pow(2) + EPS).sum(-1)
+
+
+def tanh_normal_log_prob(
+    x: torch.Tensor,
+    mu: torch.Tensor,
+    std: torch.Tensor,
+    terms: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """``log q(x)`` of ``x = tanh(u)``, ``u ~ N(μ, diag std²)``: change of variables with ``log(1 − x² + ε)``
+    (``terms``: :func:`tanh_terms` of ``x``, precomputed)."""
+    u, log_det = tanh_terms(x) if terms is None else terms
+    return gaussian_log_prob(u, mu, std) - log_det
 
 
 def gmm_log_prob(
-    z: torch.Tensor, locs: torch.Tensor, scales: torch.Tensor, weights: torch.Tensor
+    z: torch.Tensor,
+    locs: torch.Tensor,
+    scales: torch.Tensor,
+    weights: torch.Tensor,
+    log_scales: torch.Tensor | None = None,
+    log_weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``log Σ_j w_j N(z; loc_j, diag scale_j²)`` for ``z`` (n, d), ``locs``/``scales`` (W, d)."""
-    comp = gaussian_log_prob(z[:, None, :], locs[None], scales[None])
-    return torch.logsumexp(comp + torch.log(weights)[None], dim=1)
+    """``log Σ_j w_j N(z; loc_j, diag scale_j²)`` for ``z`` (n, d), ``locs``/``scales`` (W, d)
+    (``log_scales``/``log_weights``: their logs, precomputed)."""
+    log_scales = torch.log(scales) if log_scales is None else log_scales
+    log_weights = torch.log(weights) if log_weights is None else log_weights
+    comp = gaussian_log_prob(z[:, None, :], locs[None], scales[None], log_scales[None])
+    return torch.logsumexp(comp + log_weights[None], dim=1)
 
 
 def standardize(x: torch.Tensor) -> torch.Tensor:
@@ -132,12 +160,19 @@ class SkillGenerator(nn.Module):
         return tanh_normal_log_prob(x, mu, std)
 
 
-def confidence(x: torch.Tensor, mu: torch.Tensor, std: torch.Tensor, n_chunks: int) -> torch.Tensor:
+def confidence(
+    x: torch.Tensor,
+    mu: torch.Tensor,
+    std: torch.Tensor,
+    n_chunks: int,
+    terms: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """The reachability term: split reached Ψ states into ``n_chunks`` equal chunks (remainder dropped), take
-    ``max log q`` in each, clamp at ≤ 0 and average; fewer points than chunks: ``min(0, max log q)``; none: 0."""
+    ``max log q`` in each, clamp at ≤ 0 and average; fewer points than chunks: ``min(0, max log q)``; none: 0.
+    ``terms``: :func:`tanh_terms` of ``x``, precomputed."""
     if len(x) == 0:
         return torch.zeros(())
-    lp = tanh_normal_log_prob(x, mu, std)
+    lp = tanh_normal_log_prob(x, mu, std, terms)
     if len(x) < n_chunks:
         return torch.clamp(lp.max(), max=0.0)
     k = len(x) // n_chunks
@@ -158,18 +193,108 @@ def generator_loss(
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """``mean(−log q(sg z)·standardize(Reg(z)) − w2·p_pop(z)(log p_pop(z) − log q(sg z))) − w3·confidence``."""
-    mu, std = gen.params()
-    z = torch.tanh(mu + std * torch.randn(n, gen.dim, generator=generator))  # pathwise
-    log_q = tanh_normal_log_prob(z.detach(), mu, std)  # score-function form
-    with torch.no_grad():
-        reg = regret_fn(z.detach())
-        adv = standardize(reg)
-    log_p = gmm_log_prob(z, pop_locs, pop_scales, pop_weights)
-    kl_win = log_p.exp() * (log_p - log_q)
-    conf = confidence(reached, mu, std, n)
-    loss = (-log_q * adv - w2 * kl_win).mean() - w3 * conf
-    logs = {"regret": reg.mean().item(), "kl_win": kl_win.mean().item(), "confidence": conf.item()}
+    objective = GeneratorObjective(regret_fn, pop_locs, pop_scales, pop_weights, reached, n, w2, w3)
+    loss, logs = objective(gen, generator)
+    assert logs is not None
     return loss, logs
+
+
+class GeneratorObjective:
+    """:func:`generator_loss` for one round, whose population and reached set stay fixed: what depends on
+    them alone (the population's log-scales and log-weights, ``atanh`` and the log-Jacobian of the reached
+    states) is computed once, not at every step; the values are the same."""
+
+    def __init__(
+        self,
+        regret_fn: Callable[[torch.Tensor], torch.Tensor],
+        pop_locs: torch.Tensor,
+        pop_scales: torch.Tensor,
+        pop_weights: torch.Tensor,
+        reached: torch.Tensor,
+        n: int,
+        w2: float,
+        w3: float,
+    ) -> None:
+        self.regret_fn = regret_fn
+        self.locs, self.scales, self.weights = pop_locs, pop_scales, pop_weights
+        self.log_scales, self.log_weights = torch.log(pop_scales), torch.log(pop_weights)
+        self.reached = reached
+        self.reached_terms = tanh_terms(reached) if len(reached) else None
+        self.n, self.w2, self.w3 = n, w2, w3
+
+    def __call__(
+        self, gen: SkillGenerator, generator: torch.Generator | None = None, logs: bool = True
+    ) -> tuple[torch.Tensor, dict[str, float] | None]:
+        """The loss and (``logs``) its parts: the mean regret, the novelty term and the confidence."""
+        mu, std = gen.params()
+        z = torch.tanh(mu + std * torch.randn(self.n, gen.dim, generator=generator))  # pathwise
+        log_q = tanh_normal_log_prob(z.detach(), mu, std)  # score-function form
+        with torch.no_grad():
+            reg = self.regret_fn(z.detach())
+            adv = standardize(reg)
+        log_p = gmm_log_prob(
+            z, self.locs, self.scales, self.weights, self.log_scales, self.log_weights
+        )
+        kl_win = log_p.exp() * (log_p - log_q)
+        conf = confidence(self.reached, mu, std, self.n, self.reached_terms)
+        loss = (-log_q * adv - self.w2 * kl_win).mean() - self.w3 * conf
+        if not logs:
+            return loss, None
+        parts = {
+            "regret": reg.mean().item(),
+            "kl_win": kl_win.mean().item(),
+            "confidence": conf.item(),
+        }
+        return loss, parts
+
+
+class LeanAdam:
+    """``torch.optim.Adam`` (default betas, eps, no weight decay) for a few parameters, without the
+    optimizer framework around it: the single-tensor update, operation for operation, so the parameters
+    come out bit for bit the same. RSD's generator makes a fresh one every round and steps it 100 times on
+    two d-vectors, where ``Optimizer.step``'s bookkeeping costs more than the arithmetic."""
+
+    def __init__(
+        self,
+        params: list[nn.Parameter],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        self.params = params
+        self.lr, self.eps = lr, eps
+        self.beta1, self.beta2 = betas
+        self.state: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(params)
+        self.steps = [0] * len(params)
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        beta1, beta2 = self.beta1, self.beta2
+        for i, param in enumerate(self.params):
+            grad = param.grad
+            if grad is None:
+                continue
+            state = self.state[i]
+            if state is None:
+                state = self.state[i] = (
+                    torch.zeros_like(param, memory_format=torch.preserve_format),
+                    torch.zeros_like(param, memory_format=torch.preserve_format),
+                )
+            exp_avg, exp_avg_sq = state
+            self.steps[i] += 1
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            step = float(self.steps[i])
+            bias_correction1 = 1 - beta1**step
+            bias_correction2 = 1 - beta2**step
+            step_size = self.lr / bias_correction1
+            bias_correction2_sqrt = bias_correction2**0.5
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
+            param.addcdiv_(exp_avg, denom, value=-step_size)
 
 
 def train_generator(
@@ -181,20 +306,24 @@ def train_generator(
     generator: torch.Generator | None = None,
 ) -> dict[str, float]:
     """One round's generator training: reset, fresh Adam, ``gen_steps`` clipped steps (uniform population
-    weights in the novelty term)."""
+    weights in the novelty term); returns the last step's loss parts."""
     gen.reset()
-    opt = torch.optim.Adam(gen.parameters(), lr=cfg.gen_lr)
     params = list(gen.parameters())
-    locs, scales = population.locs(), population.scales()
+    opt = LeanAdam(params, lr=cfg.gen_lr)
     weights = torch.full((len(population),), 1.0 / len(population))
+    objective = GeneratorObjective(
+        regret_fn, population.locs(), population.scales(), weights, reached, cfg.n_traj, cfg.w2,
+        cfg.w3,
+    )  # fmt: skip
     logs: dict[str, float] = {}
-    for _ in range(cfg.gen_steps):
-        loss, logs = generator_loss(
-            gen, regret_fn, locs, scales, weights, reached, cfg.n_traj, cfg.w2, cfg.w3, generator
-        )
-        opt.zero_grad(set_to_none=True)
+    for step in range(cfg.gen_steps):
+        loss, parts = objective(gen, generator, logs=step == cfg.gen_steps - 1)
+        opt.zero_grad()
         loss.backward()
-        clip_and_step(opt, params, cfg.gen_grad_clip)
+        clip_grads(params, cfg.gen_grad_clip)
+        opt.step()
+        if parts is not None:
+            logs = parts
     return logs
 
 
@@ -227,7 +356,8 @@ def estimate_value(
 
     ``s0`` (obs_dim,), ``z`` (n, d), ``noise`` ``(M, n, |A|)`` standard normal; returns (n,)."""
     m, n = noise.shape[0], len(z)
-    return _value(agent, *_value_inputs(s0, z, noise), m, n)
+    x, eps = _value_inputs(s0, z, noise)
+    return ValueEstimate(agent)(x, eps, -0.5 * eps.pow(2), m, n)
 
 
 def _value_inputs(
@@ -238,28 +368,92 @@ def _value_inputs(
     return torch.cat([s0.expand(n, -1), z], dim=-1).repeat(m, 1), noise.reshape(m * n, -1)
 
 
-def _value(
-    agent: SAC | AgentSnapshot, x: torch.Tensor, eps: torch.Tensor, m: int, n: int
-) -> torch.Tensor:
-    if type(agent.policy) is TanhGaussianPolicy:
-        # agent.policy.sample without the module call machinery (the same arithmetic)
-        mean, log_std = mlp_forward(agent.policy.net, x).chunk(2, dim=-1)
-        log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        u = mean + log_std.exp() * eps
-        logp = (-0.5 * eps.pow(2) - log_std - 0.5 * LOG_2PI).sum(-1) - tanh_log_det(u)
-        a = torch.tanh(u)
-    else:
-        a, logp = agent.policy.sample(x, eps)
-    q = torch.min(_q_value(agent.q1, x, a), _q_value(agent.q2, x, a))
-    values = q - agent.log_alpha.exp() * logp
-    return values.reshape(m, n).mean(0)
+Layers = list[tuple[torch.Tensor, torch.Tensor] | None]
 
 
-def _q_value(q: nn.Module, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-    """``q(x, a)``; a :class:`QNetwork` without the module call machinery (the same arithmetic)."""
-    if type(q) is QNetwork:
-        return mlp_forward(q.net, torch.cat([x, a], dim=-1)).squeeze(-1)
-    return q(x, a)
+def _plain_layers(net: nn.Module) -> Layers | None:
+    """An :func:`~rsd_skills.networks.mlp` as (weight, bias) per linear layer and None per ReLU; None when it
+    holds anything else. The tensors are the parameters themselves (updated in place by the optimizers and
+    by ``load_state_dict``), so the list stays valid."""
+    if not isinstance(net, nn.Sequential):
+        return None
+    layers: Layers = []
+    for layer in net:
+        if type(layer) is nn.Linear:
+            layers.append((layer.weight, layer.bias))
+        elif type(layer) is nn.ReLU:
+            layers.append(None)
+        else:
+            return None
+    return layers
+
+
+def _forward(layers: Layers, x: torch.Tensor) -> torch.Tensor:
+    """An :func:`~rsd_skills.networks.mlp` forward pass over a prepared layer list (``F.linear`` and
+    ``F.relu``: the arithmetic of the modules' calls)."""
+    for layer in layers:
+        x = F.relu(x) if layer is None else F.linear(x, layer[0], layer[1])
+    return x
+
+
+class ValueEstimate:
+    """``V(s0|z)`` of one agent (or snapshot) over prepared inputs, its networks' layers looked up once.
+
+    For the standard policy and Q networks the arithmetic is ``policy.sample`` and ``q(x, a)`` call for
+    call, without the module machinery: RSD's generator evaluates two of these at every one of its 100
+    steps per round. Other network types go through their modules."""
+
+    def __init__(self, agent: SAC | AgentSnapshot) -> None:
+        self.agent = agent
+        plain = type(agent.policy) is TanhGaussianPolicy
+        plain = plain and type(agent.q1) is QNetwork and type(agent.q2) is QNetwork
+        self.policy = _plain_layers(agent.policy.net) if plain else None
+        self.q1 = _plain_layers(agent.q1.net) if plain else None
+        self.q2 = _plain_layers(agent.q2.net) if plain else None
+
+    def __call__(
+        self, x: torch.Tensor, eps: torch.Tensor, half_sq: torch.Tensor, m: int, n: int
+    ) -> torch.Tensor:
+        """``x`` (M·n, in) rows [s0, z_i], ``eps`` (M·n, |A|) the action noise, ``half_sq`` = ``−0.5·eps²``
+        (shared by the agent and its snapshot); returns (n,)."""
+        agent = self.agent
+        if self.policy is not None and self.q1 is not None and self.q2 is not None:
+            mean, log_std = _forward(self.policy, x).chunk(2, dim=-1)
+            log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+            u = mean + log_std.exp() * eps
+            logp = (half_sq - log_std - 0.5 * LOG_2PI).sum(-1) - tanh_log_det(u)
+            a = torch.tanh(u)
+            xa = torch.cat([x, a], dim=-1)  # the same input for both Qs
+            q = torch.min(_forward(self.q1, xa).squeeze(-1), _forward(self.q2, xa).squeeze(-1))
+        else:
+            a, logp = agent.policy.sample(x, eps)
+            q = torch.min(agent.q1(x, a), agent.q2(x, a))
+        values = q - agent.log_alpha.exp() * logp
+        return values.reshape(m, n).mean(0)
+
+
+class Regret:
+    """``Reg(z) = V_k(s0|z) − V_{k−1}(s0|z)`` for a fixed agent, snapshot and start state (one generator
+    round), both values with the same action noise; ``V_{k−1} ≡ 0`` without a snapshot."""
+
+    def __init__(
+        self, agent: SAC, snapshot: AgentSnapshot | None, s0: torch.Tensor, samples: int = 3
+    ) -> None:
+        self.act_dim = agent.act_dim
+        self.value = ValueEstimate(agent)
+        self.previous = ValueEstimate(snapshot) if snapshot is not None else None
+        self.s0, self.samples = s0, samples
+
+    @torch.no_grad()
+    def __call__(self, z: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        m, n = self.samples, len(z)
+        noise = torch.randn(m, n, self.act_dim, generator=generator)
+        x, eps = _value_inputs(self.s0, z, noise)  # built once for both value estimates
+        half_sq = -0.5 * eps.pow(2)
+        value = self.value(x, eps, half_sq, m, n)
+        if self.previous is None:
+            return value
+        return value - self.previous(x, eps, half_sq, m, n)
 
 
 @torch.no_grad()
@@ -272,12 +466,7 @@ def regret(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """``Reg(z) = V_k(s0|z) − V_{k−1}(s0|z)``, both with the same action noise; ``V_{k−1} ≡ 0`` without a snapshot."""
-    noise = torch.randn(samples, len(z), agent.act_dim, generator=generator)
-    x, eps = _value_inputs(s0, z, noise)  # built once for both value estimates (the same inputs)
-    value = _value(agent, x, eps, samples, len(z))
-    if snapshot is None:
-        return value
-    return value - _value(snapshot, x, eps, samples, len(z))
+    return Regret(agent, snapshot, s0, samples)(z, generator)
 
 
 # ----------------------------------------------------------------------------------------- population

@@ -31,6 +31,7 @@ class METRA(SkillMethod):
         assert cfg.lambda_init is not None  # filled in by Config.resolved
         self.log_lambda = nn.Parameter(torch.tensor(math.log(cfg.lambda_init)))
         self.opt_phi = torch.optim.Adam(self.phi.parameters(), lr=cfg.lr)
+        self.phi_params = list(self.phi.parameters())  # what the clip walks every step
         self.opt_lambda = torch.optim.Adam([self.log_lambda], lr=cfg.lr)
 
     def eval_skills(self, n: int, generator: torch.Generator) -> torch.Tensor:
@@ -56,7 +57,7 @@ class METRA(SkillMethod):
         loss_phi = -objective.mean()
         self.opt_phi.zero_grad(set_to_none=True)
         loss_phi.backward()
-        clip_and_step(self.opt_phi, list(self.phi.parameters()), self.cfg.grad_clip)
+        clip_and_step(self.opt_phi, self.phi_params, self.cfg.grad_clip)
         if self.use_dual:
             loss_lambda = self.log_lambda * c.detach().mean()
             self.opt_lambda.zero_grad(set_to_none=True)

@@ -25,20 +25,6 @@ def mlp(
     return nn.Sequential(*layers)
 
 
-def mlp_forward(net: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """``net(x)`` for an :func:`mlp` without spectral norm, calling ``F.linear``/``F.relu`` directly: the
-    same arithmetic without the per-module call machinery (RSD's regret estimates run thousands of
-    these tiny forward passes per generator round)."""
-    for layer in net:
-        if isinstance(layer, nn.Linear):
-            x = F.linear(x, layer.weight, layer.bias)
-        elif isinstance(layer, nn.ReLU):
-            x = F.relu(x)
-        else:
-            x = layer(x)
-    return x
-
-
 def _linear(a: int, b: int, spectral_norm: bool) -> nn.Module:
     layer = nn.Linear(a, b)
     if spectral_norm:

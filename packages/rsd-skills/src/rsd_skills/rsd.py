@@ -28,7 +28,7 @@ from torch import nn
 
 from .base import Batch, SkillMethod, normalize, unit_sphere
 from .config import Config
-from .generator import AgentSnapshot, Population, SkillGenerator, regret, train_generator
+from .generator import AgentSnapshot, Population, Regret, SkillGenerator, train_generator
 from .networks import mlp
 from .sac import SAC, clip_and_step
 
@@ -46,6 +46,7 @@ class RSD(SkillMethod):
         assert cfg.lambda_init is not None and cfg.repr_max_step is not None  # Config.resolved
         self.log_lambda = nn.Parameter(torch.tensor(math.log(cfg.lambda_init)))
         self.opt_phi = torch.optim.Adam(self.phi.parameters(), lr=cfg.lr)
+        self.phi_params = list(self.phi.parameters())  # what the clip walks every step
         self.opt_lambda = torch.optim.Adam([self.log_lambda], lr=cfg.lr)
         self.register_buffer("s0", torch.as_tensor(np.asarray(s0, dtype=np.float32)).reshape(-1))
         self.generator = SkillGenerator(
@@ -82,9 +83,11 @@ class RSD(SkillMethod):
         # start state (every s0 of the minibatch the same, e.g. the point maze) Ψ(s0) is one row.
         obs, s0 = batch["obs"], batch["s0"]
         n = len(obs)
-        if bool((s0 == s0[:1]).all()):
+        if torch.equal(s0, s0[:1].expand_as(s0)):
             psi_all = self.psi(torch.cat([obs, batch["next_obs"], s0[:1]]))
-            psi_s, psi_next, psi_0 = psi_all[:n], psi_all[n : 2 * n], psi_all[2 * n :].expand(n, -1)
+            # one split (its backward is one concatenation, not three zero-filled slices)
+            psi_s, psi_next, psi_0 = psi_all.split([n, n, 1])
+            psi_0 = psi_0.expand(n, -1)
         else:
             psi_s, psi_next, psi_0 = self.psi(torch.cat([obs, batch["next_obs"], s0])).chunk(3)
         step = psi_next - psi_s
@@ -97,7 +100,7 @@ class RSD(SkillMethod):
         loss_phi = -(dir_sim + lam * c1 + c2).mean()
         self.opt_phi.zero_grad(set_to_none=True)
         loss_phi.backward()
-        clip_and_step(self.opt_phi, list(self.phi.parameters()), self.cfg.grad_clip)
+        clip_and_step(self.opt_phi, self.phi_params, self.cfg.grad_clip)
         c1_mean = c1.detach().mean()
         loss_lambda = self.log_lambda * c1_mean
         self.opt_lambda.zero_grad(set_to_none=True)
@@ -155,8 +158,8 @@ class RSD(SkillMethod):
 
     def regret_fn(self, agent: SAC, generator: torch.Generator) -> Any:
         snapshot = self.snapshot if self.has_snapshot else None
-        m = self.cfg.value_samples
-        return lambda z: regret(agent, snapshot, self.s0, z, m, generator)
+        reg = Regret(agent, snapshot, self.s0, self.cfg.value_samples)
+        return lambda z: reg(z, generator)
 
     def run_round(self, agent: SAC, generator: torch.Generator) -> None:
         """Pop (when full), train a fresh generator, add it if novel, snapshot the agent, clear X."""
@@ -196,9 +199,8 @@ class RSD(SkillMethod):
         gen = torch.Generator().manual_seed(1_000_003 + self.rounds)
         z = torch.rand(self.cfg.regret_diagnostic, self.dim, generator=gen) * 2.0 - 1.0
         snapshot = self.snapshot if self.has_snapshot else None
-        reg = torch.stack(
-            [regret(agent, snapshot, self.s0, z, self.cfg.value_samples, gen) for _ in range(draws)]
-        )
+        estimate = Regret(agent, snapshot, self.s0, self.cfg.value_samples)
+        reg = torch.stack([estimate(z, gen) for _ in range(draws)])
         signal = float(reg.mean(0).std(correction=1))
         noise = float(reg.std(0, correction=1).mean())
         return {

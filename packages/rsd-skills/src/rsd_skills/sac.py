@@ -20,11 +20,9 @@ from torch.nn import functional as F
 from .networks import QNetwork, TanhGaussianPolicy
 
 
-def clip_and_step(
-    opt: torch.optim.Optimizer, params: list[nn.Parameter], max_norm: float | None
-) -> float | None:
-    """Clip the gradient of ``params`` to global L2 norm ``max_norm`` (None or 0: no clip), then step;
-    returns the norm before clipping (None without a clip).
+def clip_grads(params: list[nn.Parameter], max_norm: float | None) -> float | None:
+    """Clip the gradient of ``params`` to global L2 norm ``max_norm`` (None or 0: no clip); returns the norm
+    before clipping (None without a clip).
 
     The arithmetic of ``nn.utils.clip_grad_norm_`` (coef = max_norm / (norm + 1e-6), capped at 1) with
     the fused per-tensor kernels: on the CPU ``clip_grad_norm_`` loops over the tensors in Python. When
@@ -32,20 +30,29 @@ def clip_and_step(
     the multiplication is skipped (the agent's gradients almost never reach the clip); a one-number
     gradient (λ, α) is checked in Python without tensor operations.
     """
+    if not max_norm:
+        return None
     total = None
-    if max_norm:
-        # below this bound the float32 coefficient rounds to exactly 1 (float32: 6e-8 relative)
-        bound = max_norm * (1.0 - 1e-6)
-        grads = [p.grad for p in params if p.grad is not None]
-        if len(grads) == 1 and grads[0].numel() == 1:  # λ, α: the norm of one number is |g|
-            total = abs(float(grads[0]))
-            if not total + 1e-6 < bound:  # (also NaN/inf: the tensor arithmetic as before)
-                grads[0].mul_(torch.clamp(max_norm / (grads[0].abs().reshape(()) + 1e-6), max=1.0))
-        elif grads:
-            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-            total = float(norm)
-            if not total + 1e-6 < bound:
-                torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+    # below this bound the float32 coefficient rounds to exactly 1 (float32: 6e-8 relative)
+    bound = max_norm * (1.0 - 1e-6)
+    grads = [g for g in [p.grad for p in params] if g is not None]  # one .grad lookup each
+    if len(grads) == 1 and grads[0].numel() == 1:  # λ, α: the norm of one number is |g|
+        total = abs(float(grads[0]))
+        if not total + 1e-6 < bound:  # (also NaN/inf: the tensor arithmetic as before)
+            grads[0].mul_(torch.clamp(max_norm / (grads[0].abs().reshape(()) + 1e-6), max=1.0))
+    elif grads:
+        norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        total = float(norm)
+        if not total + 1e-6 < bound:
+            torch._foreach_mul_(grads, torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+    return total
+
+
+def clip_and_step(
+    opt: torch.optim.Optimizer, params: list[nn.Parameter], max_norm: float | None
+) -> float | None:
+    """:func:`clip_grads`, then ``opt.step()``; returns the norm before clipping (None without a clip)."""
+    total = clip_grads(params, max_norm)
     opt.step()
     return total
 
@@ -82,6 +89,9 @@ class SAC(nn.Module):
         self.opt_policy = torch.optim.Adam(self.policy.parameters(), lr=lr)
         self.opt_q = torch.optim.Adam([*self.q1.parameters(), *self.q2.parameters()], lr=lr)
         self.opt_alpha = torch.optim.Adam([self.log_alpha], lr=lr)
+        # the parameter lists the clip walks every step (built once; parameters are updated in place)
+        self.q_params = [*self.q1.parameters(), *self.q2.parameters()]
+        self.policy_params = list(self.policy.parameters())
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -121,7 +131,7 @@ class SAC(nn.Module):
         loss_q = 0.5 * F.mse_loss(q1, target) + 0.5 * F.mse_loss(q2, target)
         self.opt_q.zero_grad(set_to_none=True)
         loss_q.backward()
-        clip_and_step(self.opt_q, [*self.q1.parameters(), *self.q2.parameters()], self.grad_clip)
+        clip_and_step(self.opt_q, self.q_params, self.grad_clip)
         # actor: maximise min Q − α log π
         noise = torch.randn(x.shape[0], self.act_dim, generator=generator)
         a_new, logp = self.policy.sample(x, noise)
@@ -129,7 +139,7 @@ class SAC(nn.Module):
         loss_pi = (alpha * logp - q_new).mean()
         self.opt_policy.zero_grad(set_to_none=True)
         loss_pi.backward()
-        clip_and_step(self.opt_policy, list(self.policy.parameters()), self.grad_clip)
+        clip_and_step(self.opt_policy, self.policy_params, self.grad_clip)
         # temperature: drive log π towards −H_target
         loss_alpha = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
         self.opt_alpha.zero_grad(set_to_none=True)
