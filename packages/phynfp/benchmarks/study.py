@@ -16,7 +16,9 @@ with 95 % t intervals. The PhyNFP arms separate the three suspected causes of th
 
 ``ky4-long`` is ky4 at 10x the 0.1.0 budget (300 optimiser steps), its learning rates selected on
 ky4's own validation split at that budget from {3e-3, 1e-2}, with extra budget snapshots (60 steps,
-the 0.3.0 study's budget) in the same runs.
+the 0.3.0 study's budget) in the same runs; 0.5.0 adds GCN, GAT and GraphSAGE to it (resuming keeps
+the finished arms' runs). ``net3-10x`` (0.5.0) is Net3 at 10x (1440 steps) with every arm and
+snapshots at 144, 320 and 720 steps; ``net3-long`` (720 steps, five arms) is kept as history.
 
 Budget: every run also keeps the best-validation state within the old number of optimiser steps
 (``fit(snapshot_epochs=...)``), so "more steps" is a paired contrast inside the same runs.
@@ -27,7 +29,7 @@ Each finished run is written to ``results/study-<dataset>.json`` at once; a seco
 budget) into ``results/study-<dataset>-paper-scale.json``.
 
 Usage (from the package folder):
-    python benchmarks/study.py [--only net3,ky4,ky4-long] [--quick] [--fresh] [--paper-scale]
+    python benchmarks/study.py [--only net3,ky4,ky4-long,net3-long,net3-10x] [--quick] [--fresh] [--paper-scale]
         [--edge-check] [--max-seeds N] [--skip-arms a,b] [--no-render]
 """
 
@@ -106,6 +108,29 @@ DATASETS: dict[str, dict[str, Any]] = {
         "extra_snapshots": [20],
         "arms": ["mlp", "dirgnn", "phynfp", "phynfp-dynamic", "phynfp-reach-c"],
     },
+    # Net3 at 10x the 0.1.0 budget (90 epochs x 16 batches = 1440 optimiser steps; 0.1.0: 144), every
+    # arm (baselines included), the learning rate selected on Net3's validation split at this budget
+    # from {3e-3, 1e-2}, extended upwards while the best value sits on the top edge; budget snapshots
+    # at 144, 320 (the 0.3.0 study) and 720 steps (net3-long, kept as history) inside the same runs.
+    "net3-10x": {
+        **NET3,
+        "epochs": 90,
+        "lrs": [3e-3, 1e-2],
+        "extend_grid": True,
+        "courant_init": 0.05,
+        "extra_snapshots": [20, 45],
+        "arms": [
+            "mlp",
+            "dirgnn",
+            "phynfp",
+            "phynfp-dynamic",
+            "phynfp-reach-c",
+            "gcn",
+            "sage",
+            "gat",
+            "phynfp-bidir",
+        ],
+    },
     # ky4 at 10x the 0.1.0 budget (25 epochs x 12 batches = 300 optimiser steps; 0.1.0: 30), the
     # learning rate selected on ky4's own validation split at this budget from {3e-3, 1e-2} (1e-3
     # lost for every model at the shorter budget), and the depth remedy: the reach arm with a small
@@ -126,6 +151,11 @@ DATASETS: dict[str, dict[str, Any]] = {
             "phynfp-dynamic",
             "phynfp-reach",
             "phynfp-bidir",
+            # 0.5.0: the other baselines at this budget, same learning-rate rule (resuming keeps
+            # the runs above: an added arm only adds runs)
+            "sage",
+            "gcn",
+            "gat",
         ],
     },
 }
@@ -197,6 +227,13 @@ def orientation_stats(data, cache: Path, spec: dict[str, Any], scenarios: int, h
             for h, v in hops.items()
         },
     }
+
+
+def _without_arms(protocol: dict[str, Any]) -> dict[str, Any]:
+    """The protocol less its arm lists (the top-level one and the spec's)."""
+    out = {k: v for k, v in protocol.items() if k != "arms"}
+    out["spec"] = {k: v for k, v in dict(protocol.get("spec", {})).items() if k != "arms"}
+    return json.loads(json.dumps(out, sort_keys=True))
 
 
 def arm_settings(arm: str, spec: dict[str, Any], stats: dict[str, Any], paper: bool):
@@ -339,9 +376,15 @@ def run_dataset(
     payload: dict[str, Any] = {}
     if path.is_file() and not fresh:
         payload = json.loads(path.read_text())
-        if payload.get("protocol_digest") != digest:
+        # Added arms only add runs (keyed arm|seed|lr): the finished arms' runs are kept as long as
+        # everything but the arm list is unchanged.
+        if payload.get("protocol_digest") != digest and _without_arms(
+            payload.get("protocol", {})
+        ) != _without_arms(clean(protocol)):
             print(f"{path.name}: protocol changed, starting over", flush=True)
             payload = {}
+        elif payload.get("protocol_digest") != digest:
+            print(f"{path.name}: arms added, keeping the finished runs", flush=True)
     runs: dict[str, Any] = payload.get("runs", {})
     trivial = {
         "persistence": evaluate(Persistence(data.window, data.num_features), data, "test"),
@@ -434,7 +477,11 @@ def run_dataset(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default="net3,ky4", help="comma-separated: net3, ky4, ky4-long")
+    parser.add_argument(
+        "--only",
+        default="net3,ky4",
+        help="comma-separated: net3, ky4, net3-long, net3-10x, ky4-long",
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run into results/quick/")
     parser.add_argument("--fresh", action="store_true", help="ignore finished runs in the JSON")
     parser.add_argument("--resume", action="store_true", help="resume from the JSON (the default)")
