@@ -404,7 +404,10 @@ def run_dataset(
         "orientation": stats,
         "trivial": trivial,
         "runs": runs,
-        "selected_lr": {},
+        # the finished selections of an earlier call, until this call's selection is done (so a
+        # partial file still renders)
+        "selected_lr": payload.get("selected_lr", {}),
+        "lr_grids": payload.get("lr_grids", {}),
     }
 
     def save() -> None:
@@ -455,6 +458,9 @@ def run_dataset(
                 scores[grid[-1]] = do(arm, seeds[0], grid[-1])["val_mse"]
                 best = min(grid, key=lambda lr: (scores[lr] is None, scores[lr] or 0.0))
             chosen[arm], grids[arm] = best, grid
+            payload["selected_lr"] = {**payload["selected_lr"], arm: best}
+            payload["lr_grids"] = {**payload["lr_grids"], arm: grid}
+            save()
     payload["selected_lr"] = chosen
     payload["lr_grids"] = grids
     save()
