@@ -348,6 +348,12 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
                 if max(all_lrs) > max(proto["lrs"])
                 else ""
             )
+            + (
+                f"; values below {min(proto['lrs']):g} extend the grid where the best value sat "
+                "on its bottom edge, and take part in the selection"
+                if min(all_lrs) < min(proto["lrs"]) and res.get("lr_grids")
+                else ""
+            )
             + "):",
             "",
             "| model | " + " | ".join(f"lr {lr:g}" for lr in all_lrs) + " |",

@@ -56,6 +56,7 @@ SEEDS = [0, 1, 2, 3, 4]
 LRS = [1e-3, 3e-3]
 EDGE_LR = 1e-2  # --edge-check: seed 0 at the next grid value above, to see whether 3e-3 is an edge
 NEXT_LR = {1e-3: 3e-3, 3e-3: 1e-2, 1e-2: 3e-2, 3e-2: 1e-1}  # the grid's next value above
+PREV_LR = {3e-3: 1e-3, 1e-2: 3e-3, 3e-2: 1e-2}  # ... and below (0.5.0: edges extend both ways)
 BASELINES = ["mlp", "gcn", "gat", "sage", "dirgnn"]
 PHYNFP_ARMS = ["phynfp", "phynfp-reach", "phynfp-dynamic", "phynfp-bidir"]
 
@@ -440,7 +441,8 @@ def run_dataset(
     payload["lr_rule"] = (
         f"selected on validation MSE (seed 0) among {lrs}"
         + (
-            ", extended upwards while the best value sat on the grid's top edge"
+            ", extended beyond an edge (upwards, and from 0.5.0 downwards) while the best value "
+            "sat on it"
             if spec.get("extend_grid")
             else ""
         )
@@ -452,9 +454,15 @@ def run_dataset(
             grid = list(lrs)
             scores = {lr: do(arm, seeds[0], lr)["val_mse"] for lr in grid}
             best = min(grid, key=lambda lr: (scores[lr] is None, scores[lr] or 0.0))
-            # A best value on the grid's top edge extends the grid by the next value (seed 0).
-            while spec.get("extend_grid") and best == max(grid) and best in NEXT_LR:
-                grid.append(NEXT_LR[best])
+            # A best value on the grid's edge extends the grid by the next value beyond that edge
+            # (seed 0): upwards from the top edge, downwards from the bottom edge (0.5.0).
+            while spec.get("extend_grid"):
+                if best == max(grid) and best in NEXT_LR:
+                    grid.append(NEXT_LR[best])
+                elif best == min(grid) and best in PREV_LR:
+                    grid.append(PREV_LR[best])
+                else:
+                    break
                 scores[grid[-1]] = do(arm, seeds[0], grid[-1])["val_mse"]
                 best = min(grid, key=lambda lr: (scores[lr] is None, scores[lr] or 0.0))
             chosen[arm], grids[arm] = best, grid
