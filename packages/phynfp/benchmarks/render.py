@@ -598,6 +598,36 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             m, lo, hi, n = _paired(runs[arm], runs["dirgnn"], mse, mse)
             lines.append(f"| {arm} | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {n} | {verdict(lo, hi)} |")
             verdicts["arms_vs_dirgnn"][arm] = (m, lo, hi, n, verdict(lo, hi))
+    power = res.get("_power")
+    if power and power.get("study_digest") == res["protocol_digest"]:
+        # Seeds 5-9 of a few arms (``--power-arms``), at the study's selected learning rates,
+        # pooled with the study's seeds 0-4.
+        extra_runs: dict[str, dict[int, dict]] = {}
+        for r in power["runs"].values():
+            if abs(r["lr"] - res["selected_lr"][r["arm"]]) < 1e-12:
+                extra_runs.setdefault(r["arm"], {})[r["seed"]] = r
+        pooled = {a: {**runs.get(a, {}), **extra_runs[a]} for a in extra_runs}
+        ours_p = [a for a in PHYNFP_ARMS if a in pooled]
+        others_p = [a for a in BASELINE_ARMS if a in pooled]
+        if ours_p and others_p:
+            lines += [
+                "",
+                f"Power check (`{power['command']}`): the closest comparison rerun on seeds "
+                f"{', '.join(map(str, power['seeds']))} at the learning rates selected above and "
+                f"pooled with seeds {', '.join(map(str, seeds))} (MSE(other) − MSE(arm), 95 % t "
+                "interval):",
+                "",
+                "| arm | vs | mean | 95 % t interval | seeds | verdict |",
+                "|---|---|---|---|---|---|",
+            ]
+            verdicts["power"] = {}
+            for a in ours_p:
+                for b in others_p:
+                    m, lo, hi, n = _paired(pooled[a], pooled[b], mse, mse)
+                    lines.append(
+                        f"| {a} | {b} | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {n} | {verdict(lo, hi)} |"
+                    )
+                    verdicts["power"][(a, b)] = (m, lo, hi, n, verdict(lo, hi))
     lines.append("")
     return lines, verdicts
 
@@ -639,6 +669,12 @@ def study_summary(key: str, v: dict) -> list[str]:
         )
         + (f"; {', '.join(few)} ran one seed only (CPU budget), so no interval." if few else ".")
     ]
+    for (a, b), x in v.get("power", {}).items():
+        if a == best:
+            out[-1] = out[-1][:-1] + (
+                f"; power check, {a} vs {b} over {x[3]} seeds: {x[0]:+.4f} [{x[1]:+.4f}, "
+                f"{x[2]:+.4f}] ({x[4]})."
+            )
     moved = [
         f"{c[0]} ({c[1]}: {c[2]:+.4f} [{c[3]:+.4f}, {c[4]:+.4f}], {verdict(c[3], c[4])})"
         for c in v["causes"]
@@ -706,6 +742,9 @@ def render() -> str:
         path = HERE / "results" / f"study-{key}.json"
         if path.is_file():
             studies[key] = json.loads(path.read_text())
+            power = HERE / "results" / f"study-{key}-power.json"
+            if power.is_file():
+                studies[key]["_power"] = json.loads(power.read_text())
     study_lines: list[str] = []
     heads: list[str] = []
     by_key: dict[str, dict] = {}

@@ -489,6 +489,59 @@ def run_dataset(
     return path
 
 
+POWER_SEEDS = [5, 6, 7, 8, 9]
+
+
+def power_check(key: str, arms: list[str], seeds: list[int] = POWER_SEEDS) -> Path:
+    """More seeds for a few arms of a finished study, at the learning rates it selected on
+    validation, into ``results/study-<key>-power.json`` (resumable); the renderer pairs them with the
+    study's own seeds, so a close comparison gets 10 seeds instead of 5."""
+    from phynfp import __version__
+
+    spec = DATASETS[key]
+    study = json.loads((RESULTS / f"study-{key}.json").read_text())
+    unknown = [a for a in arms if a not in study.get("selected_lr", {})]
+    if unknown:
+        raise SystemExit(f"--power-arms: {unknown} have no selected learning rate in study-{key}")
+    data, cache, scenarios, hours = load(spec, False)
+    stats = orientation_stats(data, cache, spec, scenarios, hours)
+    path = RESULTS / f"study-{key}-power.json"
+    payload = json.loads(path.read_text()) if path.is_file() else {}
+    if payload.get("study_digest") != study["protocol_digest"]:
+        payload = {}  # the study itself was rerun under another protocol
+    runs: dict[str, Any] = payload.get("runs", {})
+    payload = {
+        "benchmark": f"study-{key}-power",
+        "command": f"python benchmarks/study.py --only {key} --power-arms {','.join(arms)}",
+        "package_version": __version__,
+        "machine": machine(),
+        "study_digest": study["protocol_digest"],
+        "seeds": seeds,
+        "arms": sorted(set(payload.get("arms", [])) | set(arms)),
+        "selected_lr": {
+            **payload.get("selected_lr", {}),
+            **{a: study["selected_lr"][a] for a in arms},
+        },
+        "runs": runs,
+    }
+    budget = study["protocol"]["budget"]
+    for seed in seeds:
+        for arm in arms:
+            lr = study["selected_lr"][arm]
+            tag = f"{arm}|{seed}|{lr:g}"
+            if tag in runs:
+                continue
+            runs[tag] = one_run(
+                data, arm, spec, stats, seed, lr, budget, study["old_budget_epoch"], False
+            )
+            print(f"  {tag:28s} test {runs[tag]['test_mse']:.4f}", flush=True)
+            tmp = path.with_suffix(".partial")
+            tmp.write_text(json.dumps(clean(payload), indent=1, allow_nan=False) + "\n")
+            tmp.replace(path)
+    print(f"wrote {path.relative_to(HERE.parent)}", flush=True)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -516,6 +569,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-arms", default="", help="comma-separated arms not to run now (resume later)"
     )
+    parser.add_argument(
+        "--power-arms",
+        default="",
+        help="comma-separated arms of a finished study to rerun on seeds 5-9 (its selected lrs), "
+        "into results/study-<dataset>-power.json",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     keys = [k.strip() for k in args.only.split(",") if k.strip()]
@@ -523,6 +582,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown dataset(s) {unknown}; choose from {list(DATASETS)}")
     skip = tuple(a for a in args.skip_arms.split(",") if a)
+    if args.power_arms:
+        for key in keys:
+            power_check(key, [a for a in args.power_arms.split(",") if a])
+        keys = []
     if keys[:2] == ["net3", "ky4"]:
         # Net3's seed 0 first (it selects the learning rates ky4 reuses), then ky4, then the rest.
         run_dataset("net3", quick=args.quick, fresh=args.fresh, paper=args.paper_scale, max_seeds=1)
