@@ -208,14 +208,18 @@ def summary(loaded: dict[str, dict]) -> list[str]:
     return lines
 
 
-STUDY = ["net3", "net3-long", "ky4", "ky4-long"]
+STUDY = ["net3", "net3-long", "net3-10x", "ky4", "ky4-long"]
 STUDY_TITLES = {
     "net3": "wntr:Net3",
     "net3-long": "wntr:Net3 at 5× budget",
+    "net3-10x": "wntr:Net3 at 10× budget",
     "ky4": "wntr:ky4",
     "ky4-long": "wntr:ky4 at 10× budget",
 }
 PHYNFP_ARMS = ["phynfp", "phynfp-reach", "phynfp-reach-c", "phynfp-dynamic", "phynfp-bidir"]
+BASELINE_ARMS = ["mlp", "gcn", "gat", "sage", "dirgnn"]
+# The studies of one network, shortest budget first (the verdict-by-budget table).
+STUDY_GROUPS = {"wntr:Net3": ["net3", "net3-long", "net3-10x"], "wntr:ky4": ["ky4", "ky4-long"]}
 ARM_TEXT = {
     "phynfp": "PhyNFP, L = old cap, mean-flow edges",
     "phynfp-reach": "PhyNFP + transport sub-steps (depth)",
@@ -226,14 +230,16 @@ ARM_TEXT = {
 
 
 def _study_runs(res: dict) -> dict[str, dict[int, dict]]:
-    """arm -> seed -> run, at each arm's selected learning rate."""
+    """arm -> seed -> run, at each arm's selected learning rate (baselines first, then PhyNFP)."""
     chosen = res.get("selected_lr", {})
     out: dict[str, dict[int, dict]] = {}
     for run in res["runs"].values():
         lr = chosen.get(run["arm"])
         if lr is not None and abs(run["lr"] - lr) < 1e-12:
             out.setdefault(run["arm"], {})[run["seed"]] = run
-    return out
+    order = BASELINE_ARMS + PHYNFP_ARMS
+    rank = {a: i for i, a in enumerate(order)}
+    return {a: out[a] for a in sorted(out, key=lambda a: rank.get(a, len(order)))}
 
 
 def _paired(a: dict[int, dict], b: dict[int, dict], fa, fb) -> tuple[float, float, float, int]:
@@ -342,6 +348,12 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
                 if max(all_lrs) > max(proto["lrs"])
                 else ""
             )
+            + (
+                f"; values below {min(proto['lrs']):g} extend the grid where the best value sat "
+                "on its bottom edge, and take part in the selection"
+                if min(all_lrs) < min(proto["lrs"]) and res.get("lr_grids")
+                else ""
+            )
             + "):",
             "",
             "| model | " + " | ".join(f"lr {lr:g}" for lr in all_lrs) + " |",
@@ -404,8 +416,11 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             f"| {name} (trivial) | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {100 * rel:+.1f} % | {n} | {verdict(lo, hi)} |"
         )
         verdicts["vs"][name] = (m, lo, hi, n, verdict(lo, hi))
-    for arm in runs:
-        if arm == best:
+    missing = [a for a in BASELINE_ARMS if a not in runs]
+    for arm in [*BASELINE_ARMS, *runs]:
+        if arm in missing:
+            lines.append(f"| {arm} | – | – | – | 0 | not run at this budget |")
+        if arm == best or arm not in runs or (arm in BASELINE_ARMS and arm in verdicts["vs"]):
             continue
         m, lo, hi, n = _paired(ours, runs[arm], mse, mse)
         ref = sum(mse(r) for r in runs[arm].values()) / len(runs[arm])
@@ -413,6 +428,46 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             f"| {arm} | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {100 * m / ref:+.1f} % | {n} | {verdict(lo, hi)} |"
         )
         verdicts["vs"][arm] = (m, lo, hi, n, verdict(lo, hi))
+    verdicts["missing"] = missing
+    snaps = [(res["old_budget_epoch"], old_steps), *zip(extra, extra_steps)]
+    have_snaps = all(r.get("old_budget") for r in ours.values())
+    if have_snaps and extra:
+        # The same comparison at the shorter budgets, from the best-validation states kept inside
+        # the same runs (same learning rates): what the extra steps changed.
+        def at(epoch: int):
+            if epoch == res["old_budget_epoch"]:
+                return lambda r: r["old_budget"]["test_mse"]
+            return lambda r: r["budget_snapshots"][str(epoch)]
+
+        lines += [
+            "",
+            f"The same comparison at the shorter budgets (the best-validation state of **{best}** and "
+            "of each baseline within the first N optimiser steps of the same runs, same learning "
+            "rates; MSE(other) − MSE(PhyNFP), 95 % t interval, verdict):",
+            "",
+            "| PhyNFP vs | " + " | ".join(f"{n} steps" for _, n in snaps) + f" | {steps} steps |",
+            "|---|" + "---|" * (len(snaps) + 1),
+        ]
+        verdicts["by_budget"] = {}
+        for name, value in res["trivial"].items():
+            if name != "persistence":
+                continue
+            cells = []
+            for epoch, _n in [*snaps, (budget["epochs"], steps)]:
+                f = at(epoch) if epoch != budget["epochs"] else mse
+                m, lo, hi, n = t_interval([value["mse"] - f(r) for r in ours.values()])
+                cells.append(f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}] {verdict(lo, hi)}")
+            lines.append(f"| {name} (trivial) | " + " | ".join(cells) + " |")
+        for arm in [a for a in BASELINE_ARMS if a in runs]:
+            if not all(r.get("old_budget") for r in runs[arm].values()):
+                continue
+            cells = []
+            for epoch, n_steps in [*snaps, (budget["epochs"], steps)]:
+                f = at(epoch) if epoch != budget["epochs"] else mse
+                m, lo, hi, n = _paired(ours, runs[arm], f, f)
+                cells.append(f"{m:+.4f} [{lo:+.4f}, {hi:+.4f}] {verdict(lo, hi)}")
+                verdicts["by_budget"].setdefault(arm, {})[n_steps] = (m, lo, hi, n, verdict(lo, hi))
+            lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "Which cause moves PhyNFP (paired over seeds; > 0 means the change lowers PhyNFP's test MSE, "
@@ -543,6 +598,36 @@ def study_blocks(key: str, res: dict) -> tuple[list[str], dict]:
             m, lo, hi, n = _paired(runs[arm], runs["dirgnn"], mse, mse)
             lines.append(f"| {arm} | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {n} | {verdict(lo, hi)} |")
             verdicts["arms_vs_dirgnn"][arm] = (m, lo, hi, n, verdict(lo, hi))
+    power = res.get("_power")
+    if power and power.get("study_digest") == res["protocol_digest"]:
+        # Seeds 5-9 of a few arms (``--power-arms``), at the study's selected learning rates,
+        # pooled with the study's seeds 0-4.
+        extra_runs: dict[str, dict[int, dict]] = {}
+        for r in power["runs"].values():
+            if abs(r["lr"] - res["selected_lr"][r["arm"]]) < 1e-12:
+                extra_runs.setdefault(r["arm"], {})[r["seed"]] = r
+        pooled = {a: {**runs.get(a, {}), **extra_runs[a]} for a in extra_runs}
+        ours_p = [a for a in PHYNFP_ARMS if a in pooled]
+        others_p = [a for a in BASELINE_ARMS if a in pooled]
+        if ours_p and others_p:
+            lines += [
+                "",
+                f"Power check (`{power['command']}`): the closest comparison rerun on seeds "
+                f"{', '.join(map(str, power['seeds']))} at the learning rates selected above and "
+                f"pooled with seeds {', '.join(map(str, seeds))} (MSE(other) − MSE(arm), 95 % t "
+                "interval):",
+                "",
+                "| arm | vs | mean | 95 % t interval | seeds | verdict |",
+                "|---|---|---|---|---|---|",
+            ]
+            verdicts["power"] = {}
+            for a in ours_p:
+                for b in others_p:
+                    m, lo, hi, n = _paired(pooled[a], pooled[b], mse, mse)
+                    lines.append(
+                        f"| {a} | {b} | {m:+.4f} | [{lo:+.4f}, {hi:+.4f}] | {n} | {verdict(lo, hi)} |"
+                    )
+                    verdicts["power"][(a, b)] = (m, lo, hi, n, verdict(lo, hi))
     lines.append("")
     return lines, verdicts
 
@@ -577,8 +662,19 @@ def study_summary(key: str, v: dict) -> list[str]:
         + (f"; vs DirGNN {d[0]:+.4f} [{d[1]:+.4f}, {d[2]:+.4f}] ({d[4]})" if d else "")
         + (f"; vs persistence {p[0]:+.4f} [{p[1]:+.4f}, {p[2]:+.4f}] ({p[4]})" if p else "")
         + (f"; {d[3]} seeds" if d else "")
+        + (
+            f"; not run at this budget: {', '.join(v['missing'])}"
+            if v.get("missing")
+            else "; every baseline run"
+        )
         + (f"; {', '.join(few)} ran one seed only (CPU budget), so no interval." if few else ".")
     ]
+    for (a, b), x in v.get("power", {}).items():
+        if a == best:
+            out[-1] = out[-1][:-1] + (
+                f"; power check, {a} vs {b} over {x[3]} seeds: {x[0]:+.4f} [{x[1]:+.4f}, "
+                f"{x[2]:+.4f}] ({x[4]})."
+            )
     moved = [
         f"{c[0]} ({c[1]}: {c[2]:+.4f} [{c[3]:+.4f}, {c[4]:+.4f}], {verdict(c[3], c[4])})"
         for c in v["causes"]
@@ -601,6 +697,39 @@ def study_summary(key: str, v: dict) -> list[str]:
     return out
 
 
+def study_trajectory(studies: dict[str, dict], verdicts_by_key: dict[str, dict]) -> list[str]:
+    """PhyNFP (the arm selected on validation) vs each baseline, one column per study budget."""
+    out: list[str] = []
+    for network, keys in STUDY_GROUPS.items():
+        keys = [k for k in keys if k in verdicts_by_key]
+        if not keys:
+            continue
+        heads = []
+        for k in keys:
+            res = studies[k]
+            n = res["steps_per_epoch"] * res["protocol"]["budget"]["epochs"]
+            heads.append(f"`{k}`: {n} steps, PhyNFP = {verdicts_by_key[k]['best_arm']}")
+        out += [
+            f"{network}, PhyNFP vs each baseline by study (MSE(other) − MSE(PhyNFP), 95 % t "
+            "interval over 5 seeds, verdict; each study selects its learning rates on validation "
+            "at its own budget):",
+            "",
+            "| PhyNFP vs | " + " | ".join(heads) + " |",
+            "|---|" + "---|" * len(keys),
+        ]
+        for arm in ["persistence", *BASELINE_ARMS]:
+            cells = []
+            for k in keys:
+                x = verdicts_by_key[k]["vs"].get(arm)
+                cells.append(
+                    "not run" if x is None else f"{x[0]:+.4f} [{x[1]:+.4f}, {x[2]:+.4f}] {x[4]}"
+                )
+            label = f"{arm} (trivial)" if arm == "persistence" else arm
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+        out.append("")
+    return out
+
+
 def render() -> str:
     blocks = []
     loaded = {}
@@ -613,12 +742,17 @@ def render() -> str:
         path = HERE / "results" / f"study-{key}.json"
         if path.is_file():
             studies[key] = json.loads(path.read_text())
+            power = HERE / "results" / f"study-{key}-power.json"
+            if power.is_file():
+                studies[key]["_power"] = json.loads(power.read_text())
     study_lines: list[str] = []
     heads: list[str] = []
+    by_key: dict[str, dict] = {}
     for key, res in studies.items():
         if not _study_runs(res):
             continue
         lines, verdicts_ = study_blocks(key, res)
+        by_key[key] = verdicts_
         study_lines.extend(lines)
         heads.extend(study_summary(key, verdicts_))
     if study_lines:
@@ -632,6 +766,7 @@ def render() -> str:
         blocks.append("")
         blocks.append("**Verdicts:**")
         blocks.append("")
+        blocks.extend(study_trajectory(studies, by_key))
         blocks.extend(heads)
         blocks.append("")
         blocks.extend(study_lines)

@@ -16,7 +16,9 @@ with 95 % t intervals. The PhyNFP arms separate the three suspected causes of th
 
 ``ky4-long`` is ky4 at 10x the 0.1.0 budget (300 optimiser steps), its learning rates selected on
 ky4's own validation split at that budget from {3e-3, 1e-2}, with extra budget snapshots (60 steps,
-the 0.3.0 study's budget) in the same runs.
+the 0.3.0 study's budget) in the same runs; 0.5.0 adds GCN, GAT and GraphSAGE to it (resuming keeps
+the finished arms' runs). ``net3-10x`` (0.5.0) is Net3 at 10x (1440 steps) with every arm and
+snapshots at 144, 320 and 720 steps; ``net3-long`` (720 steps, five arms) is kept as history.
 
 Budget: every run also keeps the best-validation state within the old number of optimiser steps
 (``fit(snapshot_epochs=...)``), so "more steps" is a paired contrast inside the same runs.
@@ -27,7 +29,7 @@ Each finished run is written to ``results/study-<dataset>.json`` at once; a seco
 budget) into ``results/study-<dataset>-paper-scale.json``.
 
 Usage (from the package folder):
-    python benchmarks/study.py [--only net3,ky4,ky4-long] [--quick] [--fresh] [--paper-scale]
+    python benchmarks/study.py [--only net3,ky4,ky4-long,net3-long,net3-10x] [--quick] [--fresh] [--paper-scale]
         [--edge-check] [--max-seeds N] [--skip-arms a,b] [--no-render]
 """
 
@@ -54,6 +56,7 @@ SEEDS = [0, 1, 2, 3, 4]
 LRS = [1e-3, 3e-3]
 EDGE_LR = 1e-2  # --edge-check: seed 0 at the next grid value above, to see whether 3e-3 is an edge
 NEXT_LR = {1e-3: 3e-3, 3e-3: 1e-2, 1e-2: 3e-2, 3e-2: 1e-1}  # the grid's next value above
+PREV_LR = {3e-3: 1e-3, 1e-2: 3e-3, 3e-2: 1e-2}  # ... and below (0.5.0: edges extend both ways)
 BASELINES = ["mlp", "gcn", "gat", "sage", "dirgnn"]
 PHYNFP_ARMS = ["phynfp", "phynfp-reach", "phynfp-dynamic", "phynfp-bidir"]
 
@@ -106,6 +109,29 @@ DATASETS: dict[str, dict[str, Any]] = {
         "extra_snapshots": [20],
         "arms": ["mlp", "dirgnn", "phynfp", "phynfp-dynamic", "phynfp-reach-c"],
     },
+    # Net3 at 10x the 0.1.0 budget (90 epochs x 16 batches = 1440 optimiser steps; 0.1.0: 144), every
+    # arm (baselines included), the learning rate selected on Net3's validation split at this budget
+    # from {3e-3, 1e-2}, extended upwards while the best value sits on the top edge; budget snapshots
+    # at 144, 320 (the 0.3.0 study) and 720 steps (net3-long, kept as history) inside the same runs.
+    "net3-10x": {
+        **NET3,
+        "epochs": 90,
+        "lrs": [3e-3, 1e-2],
+        "extend_grid": True,
+        "courant_init": 0.05,
+        "extra_snapshots": [20, 45],
+        "arms": [
+            "mlp",
+            "dirgnn",
+            "phynfp",
+            "phynfp-dynamic",
+            "phynfp-reach-c",
+            "gcn",
+            "sage",
+            "gat",
+            "phynfp-bidir",
+        ],
+    },
     # ky4 at 10x the 0.1.0 budget (25 epochs x 12 batches = 300 optimiser steps; 0.1.0: 30), the
     # learning rate selected on ky4's own validation split at this budget from {3e-3, 1e-2} (1e-3
     # lost for every model at the shorter budget), and the depth remedy: the reach arm with a small
@@ -126,6 +152,11 @@ DATASETS: dict[str, dict[str, Any]] = {
             "phynfp-dynamic",
             "phynfp-reach",
             "phynfp-bidir",
+            # 0.5.0: the other baselines at this budget, same learning-rate rule (resuming keeps
+            # the runs above: an added arm only adds runs)
+            "sage",
+            "gcn",
+            "gat",
         ],
     },
 }
@@ -197,6 +228,13 @@ def orientation_stats(data, cache: Path, spec: dict[str, Any], scenarios: int, h
             for h, v in hops.items()
         },
     }
+
+
+def _without_arms(protocol: dict[str, Any]) -> dict[str, Any]:
+    """The protocol less its arm lists (the top-level one and the spec's)."""
+    out = {k: v for k, v in protocol.items() if k != "arms"}
+    out["spec"] = {k: v for k, v in dict(protocol.get("spec", {})).items() if k != "arms"}
+    return json.loads(json.dumps(out, sort_keys=True))
 
 
 def arm_settings(arm: str, spec: dict[str, Any], stats: dict[str, Any], paper: bool):
@@ -339,9 +377,15 @@ def run_dataset(
     payload: dict[str, Any] = {}
     if path.is_file() and not fresh:
         payload = json.loads(path.read_text())
-        if payload.get("protocol_digest") != digest:
+        # Added arms only add runs (keyed arm|seed|lr): the finished arms' runs are kept as long as
+        # everything but the arm list is unchanged.
+        if payload.get("protocol_digest") != digest and _without_arms(
+            payload.get("protocol", {})
+        ) != _without_arms(clean(protocol)):
             print(f"{path.name}: protocol changed, starting over", flush=True)
             payload = {}
+        elif payload.get("protocol_digest") != digest:
+            print(f"{path.name}: arms added, keeping the finished runs", flush=True)
     runs: dict[str, Any] = payload.get("runs", {})
     trivial = {
         "persistence": evaluate(Persistence(data.window, data.num_features), data, "test"),
@@ -361,7 +405,10 @@ def run_dataset(
         "orientation": stats,
         "trivial": trivial,
         "runs": runs,
-        "selected_lr": {},
+        # the finished selections of an earlier call, until this call's selection is done (so a
+        # partial file still renders)
+        "selected_lr": payload.get("selected_lr", {}),
+        "lr_grids": payload.get("lr_grids", {}),
     }
 
     def save() -> None:
@@ -394,7 +441,8 @@ def run_dataset(
     payload["lr_rule"] = (
         f"selected on validation MSE (seed 0) among {lrs}"
         + (
-            ", extended upwards while the best value sat on the grid's top edge"
+            ", extended beyond an edge (upwards, and from 0.5.0 downwards) while the best value "
+            "sat on it"
             if spec.get("extend_grid")
             else ""
         )
@@ -406,12 +454,21 @@ def run_dataset(
             grid = list(lrs)
             scores = {lr: do(arm, seeds[0], lr)["val_mse"] for lr in grid}
             best = min(grid, key=lambda lr: (scores[lr] is None, scores[lr] or 0.0))
-            # A best value on the grid's top edge extends the grid by the next value (seed 0).
-            while spec.get("extend_grid") and best == max(grid) and best in NEXT_LR:
-                grid.append(NEXT_LR[best])
+            # A best value on the grid's edge extends the grid by the next value beyond that edge
+            # (seed 0): upwards from the top edge, downwards from the bottom edge (0.5.0).
+            while spec.get("extend_grid"):
+                if best == max(grid) and best in NEXT_LR:
+                    grid.append(NEXT_LR[best])
+                elif best == min(grid) and best in PREV_LR:
+                    grid.append(PREV_LR[best])
+                else:
+                    break
                 scores[grid[-1]] = do(arm, seeds[0], grid[-1])["val_mse"]
                 best = min(grid, key=lambda lr: (scores[lr] is None, scores[lr] or 0.0))
             chosen[arm], grids[arm] = best, grid
+            payload["selected_lr"] = {**payload["selected_lr"], arm: best}
+            payload["lr_grids"] = {**payload["lr_grids"], arm: grid}
+            save()
     payload["selected_lr"] = chosen
     payload["lr_grids"] = grids
     save()
@@ -432,9 +489,66 @@ def run_dataset(
     return path
 
 
+POWER_SEEDS = [5, 6, 7, 8, 9]
+
+
+def power_check(key: str, arms: list[str], seeds: list[int] = POWER_SEEDS) -> Path:
+    """More seeds for a few arms of a finished study, at the learning rates it selected on
+    validation, into ``results/study-<key>-power.json`` (resumable); the renderer pairs them with the
+    study's own seeds, so a close comparison gets 10 seeds instead of 5."""
+    from phynfp import __version__
+
+    spec = DATASETS[key]
+    study = json.loads((RESULTS / f"study-{key}.json").read_text())
+    unknown = [a for a in arms if a not in study.get("selected_lr", {})]
+    if unknown:
+        raise SystemExit(f"--power-arms: {unknown} have no selected learning rate in study-{key}")
+    data, cache, scenarios, hours = load(spec, False)
+    stats = orientation_stats(data, cache, spec, scenarios, hours)
+    path = RESULTS / f"study-{key}-power.json"
+    payload = json.loads(path.read_text()) if path.is_file() else {}
+    if payload.get("study_digest") != study["protocol_digest"]:
+        payload = {}  # the study itself was rerun under another protocol
+    runs: dict[str, Any] = payload.get("runs", {})
+    payload = {
+        "benchmark": f"study-{key}-power",
+        "command": f"python benchmarks/study.py --only {key} --power-arms {','.join(arms)}",
+        "package_version": __version__,
+        "machine": machine(),
+        "study_digest": study["protocol_digest"],
+        "seeds": seeds,
+        "arms": sorted(set(payload.get("arms", [])) | set(arms)),
+        "selected_lr": {
+            **payload.get("selected_lr", {}),
+            **{a: study["selected_lr"][a] for a in arms},
+        },
+        "runs": runs,
+    }
+    budget = study["protocol"]["budget"]
+    for seed in seeds:
+        for arm in arms:
+            lr = study["selected_lr"][arm]
+            tag = f"{arm}|{seed}|{lr:g}"
+            if tag in runs:
+                continue
+            runs[tag] = one_run(
+                data, arm, spec, stats, seed, lr, budget, study["old_budget_epoch"], False
+            )
+            print(f"  {tag:28s} test {runs[tag]['test_mse']:.4f}", flush=True)
+            tmp = path.with_suffix(".partial")
+            tmp.write_text(json.dumps(clean(payload), indent=1, allow_nan=False) + "\n")
+            tmp.replace(path)
+    print(f"wrote {path.relative_to(HERE.parent)}", flush=True)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", default="net3,ky4", help="comma-separated: net3, ky4, ky4-long")
+    parser.add_argument(
+        "--only",
+        default="net3,ky4",
+        help="comma-separated: net3, ky4, net3-long, net3-10x, ky4-long",
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run into results/quick/")
     parser.add_argument("--fresh", action="store_true", help="ignore finished runs in the JSON")
     parser.add_argument("--resume", action="store_true", help="resume from the JSON (the default)")
@@ -455,6 +569,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--skip-arms", default="", help="comma-separated arms not to run now (resume later)"
     )
+    parser.add_argument(
+        "--power-arms",
+        default="",
+        help="comma-separated arms of a finished study to rerun on seeds 5-9 (its selected lrs), "
+        "into results/study-<dataset>-power.json",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     keys = [k.strip() for k in args.only.split(",") if k.strip()]
@@ -462,6 +582,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown dataset(s) {unknown}; choose from {list(DATASETS)}")
     skip = tuple(a for a in args.skip_arms.split(",") if a)
+    if args.power_arms:
+        for key in keys:
+            power_check(key, [a for a in args.power_arms.split(",") if a])
+        keys = []
     if keys[:2] == ["net3", "ky4"]:
         # Net3's seed 0 first (it selects the learning rates ky4 reuses), then ky4, then the rest.
         run_dataset("net3", quick=args.quick, fresh=args.fresh, paper=args.paper_scale, max_seeds=1)
