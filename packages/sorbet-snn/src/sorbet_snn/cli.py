@@ -14,13 +14,25 @@ from ._contract import CLI, Report, config_from, fmt_mean_std, say, table
 from .config import DemoConfig, DistillConfig, EnergyConfig, EvaluateConfig, ExportConfig
 
 DIST = "sorbet-snn"
+STOPPED = 75  # exit status of a distill run stopped by --max-minutes (EX_TEMPFAIL: rerun it)
 
 
 def cmd_distill(args: argparse.Namespace) -> Report:
     cfg = config_from(args, DistillConfig)
     from .experiments import run_distill
 
-    res = run_distill(cfg, args.out, quiet=args.quiet, log=partial(say, args))
+    from .distill import StageInterrupted
+
+    try:
+        res = run_distill(cfg, args.out, quiet=args.quiet, log=partial(say, args))
+    except StageInterrupted as stop:  # --max-minutes ran out: state saved, rerun to continue
+        stopped = {
+            "stage": stop.stage,
+            "step": stop.step,
+            "steps": stop.steps,
+            "message": str(stop),
+        }
+        return Report({"stopped": stopped}, table=str(stop), status=STOPPED)
     rows = [["majority class", f"{res.majority_baseline['main']:.4f}", "", ""]]
     for name, stage in res.stages.items():
         rows.append([name, f"{stage['dev']['main']:.4f}", str(stage.get("steps", "")),
