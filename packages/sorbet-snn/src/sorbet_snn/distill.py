@@ -370,6 +370,7 @@ def train_stage(
     deadline: float | None = None,
     key: dict[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
+    discard_other: bool = False,
 ) -> dict[str, Any]:
     """Train ``student`` in place: distil from ``teacher`` (KD loss), or fit the labels when
     ``teacher`` is None (S0). Evaluates on ``val`` every ``eval_every`` steps and at the end, and
@@ -380,7 +381,8 @@ def train_stage(
     history, step) is written there atomically every ``save_every`` steps (0: never) and when the
     wall-clock ``deadline`` (``time.time()`` seconds) has passed, which then raises
     :class:`StageInterrupted`. A later call with the same ``key`` and a ``checkpoint`` that exists
-    continues from it and ends with the same weights as an uninterrupted run."""
+    continues from it and ends with the same weights as an uninterrupted run; a state saved with
+    another ``key`` is a :class:`ValueError`, or ignored (and replaced) with ``discard_other``."""
     torch.manual_seed(settings.seed)
     n = train["input_ids"].shape[0]
     per_epoch = math.ceil(n / settings.batch_size)
@@ -418,8 +420,13 @@ def train_stage(
     spent = 0.0  # training seconds of earlier sittings
     last_loss = math.nan
     state_key = json.loads(json.dumps({"key": key, "steps": steps}, default=str))
+    saved = None
     if checkpoint is not None and checkpoint.is_file():
         saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        if saved["key"] != state_key and discard_other:
+            saved = None  # --overwrite: other settings, start the stage afresh
+    if saved is not None:
+        assert checkpoint is not None
         if saved["key"] != state_key:
             raise ValueError(
                 f"{checkpoint} was made with other settings; pass --overwrite to retrain it or "
@@ -742,18 +749,15 @@ def run_pipeline(
             info = saved["info"]
             log(f"{stage}: resumed from {_stage_dir(out, stage).name} (saved run)")
         else:
-            if overwrite:
-                for partial in out.glob(f"stages/{stage}.*partial*"):
-                    partial.unlink()
             if stage == "S0":
                 model = current
                 info = train_stage(model, None, train, val, task, stage_settings, desc=stage,
                                    quiet=quiet, checkpoint=_partial(out, stage),
                                    save_every=settings.save_every, deadline=settings.deadline,
-                                   key=stage_key, log=log)  # fmt: skip
+                                   key=stage_key, log=log, discard_other=overwrite)  # fmt: skip
             else:
                 model, info = _distil_stage(previous, stage, train, val, task, settings, quiet, log,
-                                            out=out, key=stage_key)  # fmt: skip
+                                            out=out, key=stage_key, overwrite=overwrite)  # fmt: skip
             if is_main_process():  # under torchrun, rank 0 writes; the others wait for it
                 _save(out, stage, model, stage_key, info)
                 if save_extra is not None:
@@ -812,6 +816,7 @@ def _distil_stage(
     *,
     out: Path | None = None,
     key: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> tuple[SorbetForSequenceClassification, dict[str, Any]]:
     """Distil ``stage`` from ``previous`` with each candidate setting; keep the best on validation
     (each candidate already keeps its best checkpoint, every ``eval_every`` steps)."""
@@ -829,7 +834,7 @@ def _distil_stage(
                            checkpoint=None if out is None else _partial(out, stage, index),
                            save_every=settings.save_every, deadline=settings.deadline,
                            key=None if key is None else {**key, "candidate": index},
-                           log=log)  # fmt: skip
+                           log=log, discard_other=overwrite)  # fmt: skip
         tried.append({"lr": cand.lr, "epochs": cand.epochs, "val": info["val_main"],
                       "best_step": info["best_step"], "steps": info["steps"]})  # fmt: skip
         if best is None or info["val_main"] > best[1]["val_main"]:
