@@ -13,9 +13,14 @@
 (d) recipe: S1 at lr 1e-4 vs 1e-3 (and representation-only loss, split S1) from the same teacher,
     3 seeds, checkpoint selected on validation; resumable (--resume).
 (e) energy_accounts: ours and the SNN-literature convention on the measured spikes of (a).
+(f) full_sst2: the full SST-2 training set (67k) for the teacher (S0) and the student stages (S1-S3,
+    the recipe (d) selected), seeds 0, 1, 2 in turn; a study of many CPU hours that runs in sittings:
+    --max-minutes M saves the stage in progress and stops, --resume continues it (checkpoints in
+    --work, outside the git tree); results/full_sst2.json says how far it has got.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
-    recipe energy_accounts] [--data DIR] [--render-only] [--resume] [--paper-scale]
+    recipe energy_accounts full_sst2] [--data DIR] [--render-only] [--resume] [--paper-scale]
+    [--work DIR] [--max-minutes M]
 """
 
 from __future__ import annotations
@@ -177,6 +182,150 @@ def bench_recipe(data_root: Path, resume: bool, arms: list[str]) -> dict:
         print(f"seed {seed} {arm}: teacher {cell['teacher_dev']:.4f} S1 dev {s1['dev']['main']:.4f} "
               f"val {s1['val']:.4f} (best step {s1['best_step']}) {cell['wall_s']:.0f} s",
               flush=True)  # fmt: skip
+    return payload
+
+
+FULL_SST2 = {  # (f): the teacher recipe (S0) and the student recipe selected in (d), full data
+    "task": "SST-2", "train_subset": None, "val_size": 1000, "max_len": 64, "batch_size": 32,
+    "teacher_epochs": 2.0, "teacher_lr": 3e-5, "epochs": 1.0, "lr": 1e-3,
+    "distill_loss": "logit_rep", "eval_every": 500, "save_every": 100,
+}  # fmt: skip
+FULL_SST2_WHY = (
+    "teacher S0: all-MiniLM-L6-v2 with a new classifier head, AdamW lr 3e-5 (the middle of the "
+    "usual BERT fine-tuning grid 2e-5..5e-5 and the package's S0 default), batch 32, max length 64 "
+    "(SST-2 sentences fit), 2 epochs (fine-tuned BERT-family models reach their SST-2 dev accuracy "
+    "in 2-3 epochs; 2 halves the CPU cost of 3), warm-up 10 % then linear decay, weight decay "
+    "0.01; checkpoint every 500 steps selected on 1,000 training examples held out for "
+    "validation. Students S1-S3: lr 1e-3, logits + representation loss, one epoch per stage, "
+    "checkpoint every 500 steps selected on the same validation examples: the arm (d) selected on "
+    "validation for every seed"
+)
+FULL_SST2_SEEDS = (0, 1, 2)
+FULL_SST2_STUDENT = ("S1", "S2", "S3", "S4")
+SITTING_MIN = 90  # each benchmark command <= 90 min here (the issue's budget)
+FULL_WORK = Path(os.environ.get("SORBET_FULL_SST2_WORK", HERE / "runs" / "full_sst2"))
+
+
+def _full_config(folder: Path, work: Path, seed: int, minutes: float | None, student: bool):
+    """The ``DistillConfig`` of seed ``seed``'s teacher run (S0) or student run (S1-S4)."""
+    from sorbet_snn import DistillConfig
+
+    f = FULL_SST2
+    common = {"val_size": f["val_size"], "max_len": f["max_len"], "batch_size": f["batch_size"],
+              "eval_every": f["eval_every"], "save_every": f["save_every"], "seed": seed,
+              "max_minutes": minutes, "train_subset": f["train_subset"]}  # fmt: skip
+    if not student:
+        return DistillConfig(data=folder, teacher="minilm", stages=("S0",),
+                             finetune_teacher="always", teacher_epochs=f["teacher_epochs"],
+                             teacher_lr=f["teacher_lr"], **common)  # fmt: skip
+    return DistillConfig(data=folder, teacher=work / f"seed{seed}" / "teacher" / "stages" / "S0",
+                         stages=FULL_SST2_STUDENT, finetune_teacher="never", epochs=f["epochs"],
+                         lr=f["lr"], distill_loss=f["distill_loss"], **common)  # fmt: skip
+
+
+def _full_progress(folder: Path, work: Path, payload: dict) -> None:
+    """Per seed and stage: done / partial (step i of N, validation so far) / not started, read from
+    the checkpoints in ``work``; dev metrics of each finished stage (evaluated once, then kept)."""
+    from sorbet_snn import EvaluateConfig, run_evaluate
+    from sorbet_snn.distill import stage_progress
+
+    for seed in FULL_SST2_SEEDS:
+        cell = payload["seeds"].setdefault(str(seed), {"stages": {}})
+        for stage in ("S0", *FULL_SST2_STUDENT[:-1]):
+            out = work / f"seed{seed}" / ("teacher" if stage == "S0" else "student")
+            prog = stage_progress(out, stage)
+            prog.pop("selection", None)
+            old = cell["stages"].get(stage, {})
+            if prog["status"] == "done":
+                dev = old.get("dev")
+                if dev is None:
+                    res = run_evaluate(EvaluateConfig(model=out / "stages" / stage, data=folder))
+                    dev = res.metrics
+                prog["dev"] = dev
+            prog["val_history"] = [(h["step"], h["main"]) for h in prog.pop("history", [])]
+            cell["stages"][stage] = prog
+
+
+def _full_throughput(folder: Path, steps: int = 12) -> dict:
+    """Seconds per training step of S0 (teacher fine-tuning) and S1 (distillation: teacher forward +
+    student), measured on ``steps`` steps of batch 32 from a random 2,000-example subset of the
+    training set (one thread; the first two steps are excluded as warm-up by timing 2 and steps)."""
+    from sorbet_snn import DistillConfig, run_distill
+
+    out: dict = {"batch_size": FULL_SST2["batch_size"], "threads": torch.get_num_threads()}
+    with tempfile.TemporaryDirectory(prefix="sorbet-tp-") as tmp:
+        times = {}
+        for n in (2, steps):
+            cfg = DistillConfig(data=folder, teacher="minilm", stages=("S0", "S1"),
+                                finetune_teacher="always", train_subset=2000, val_size=100,
+                                max_len=FULL_SST2["max_len"], batch_size=FULL_SST2["batch_size"],
+                                eval_every=0, max_steps=n, teacher_gate=False, lr=1e-3,
+                                teacher_lr=3e-5, resume=False)  # fmt: skip
+            res = run_distill(cfg, Path(tmp) / str(n))
+            times[n] = {s: res.stages[s]["train_wall_time_s"] for s in ("S0", "S1")}
+    for stage in ("S0", "S1"):
+        # the final validation (100 examples) is in both timings and cancels in the difference
+        per_step = (times[steps][stage] - times[2][stage]) / (steps - 2)
+        out[stage] = {"s_per_step": per_step, "examples_per_s": FULL_SST2["batch_size"] / per_step}
+    out["measured_steps"] = steps - 2
+    return out
+
+
+def bench_full_sst2(data_root: Path, work: Path, resume: bool, max_minutes: float | None) -> dict:
+    """(f): the full-data study in sittings. Runs seed 0's teacher, then its students, then seed 1,
+    ...; stops (saving the stage in progress) when ``max_minutes`` runs out."""
+    from sorbet_snn import run_distill
+    from sorbet_snn.distill import StageInterrupted
+
+    folder = data_root / "glue" / "SST-2"
+    path = RESULTS / "full_sst2.json"
+    payload = json.loads(path.read_text()) if resume and path.is_file() else {}
+    payload["protocol"] = {**FULL_SST2, "seeds": list(FULL_SST2_SEEDS), "why": FULL_SST2_WHY,
+                           "student_stages": list(FULL_SST2_STUDENT)}  # fmt: skip
+    payload.setdefault("seeds", {})
+    payload.setdefault("sittings", [])
+    start = time.time()
+    sitting = {"started_unix": round(start), "max_minutes": max_minutes, "stopped": None}
+    payload["sittings"].append(sitting)
+
+    def save() -> None:
+        _full_progress(folder, work, payload)
+        sitting["wall_s"] = round(time.time() - start)
+        path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        write_readme()
+
+    def left() -> float | None:
+        return None if max_minutes is None else max_minutes - (time.time() - start) / 60
+
+    def budget(what: str) -> float | None:
+        minutes = left()
+        if minutes is not None and minutes <= 0.05:
+            raise StageInterrupted(what, 0, 0)
+        return minutes
+
+    try:
+        if "throughput" not in payload:
+            payload["throughput"] = _full_throughput(folder)
+            print("throughput", payload["throughput"], flush=True)
+        for seed in FULL_SST2_SEEDS:
+            done = payload["seeds"].get(str(seed), {}).get("result")
+            if done is not None:
+                continue
+            teacher_cfg = _full_config(folder, work, seed, budget(f"seed {seed} S0"), False)
+            t_res = run_distill(teacher_cfg, work / f"seed{seed}" / "teacher", log=print)
+            save()
+            student_cfg = _full_config(folder, work, seed, budget(f"seed {seed} S1"), True)
+            s_res = run_distill(student_cfg, work / f"seed{seed}" / "student", log=print)
+            payload["seeds"][str(seed)]["result"] = {
+                "teacher_dev": t_res.stages["S0"]["dev"], "stages": s_res.stages,
+                "majority_dev": s_res.majority_baseline, "teacher_gate": s_res.teacher_gate,
+                "energy": s_res.energy,
+            }  # fmt: skip
+            save()
+    except StageInterrupted as stop:
+        sitting["stopped"] = str(stop)
+        print(stop, flush=True)
+    save()
     return payload
 
 
@@ -469,6 +618,7 @@ def render() -> str:
                    f"spiking logits equal it exactly: {mm['equal_to_quantised_ann']}.\n")  # fmt: skip
     out += render_recipe()
     out += render_energy_accounts()
+    out += render_full_sst2()
     return "\n".join(out).strip() + "\n"
 
 
@@ -569,6 +719,79 @@ def render_recipe() -> list[str]:
     return out
 
 
+def render_full_sst2() -> list[str]:
+    full = _load("full_sst2")
+    if not full:
+        return []
+    p, tp = full["protocol"], full.get("throughput", {})
+    cont = ("python benchmarks/run.py --only full_sst2 --resume --work WORK --max-minutes 85 "
+            "(WORK: the same checkpoint folder as before, outside the git tree)")  # fmt: skip
+    out = ["**(f) Full SST-2 study, run in sittings** (`python benchmarks/run.py --only full_sst2 "
+           "--resume --work WORK --max-minutes M`; all 67,349 training examples less "
+           f"{p['val_size']} held out for validation, dev = the 872 GLUE dev sentences; "
+           f"seeds {', '.join(map(str, p['seeds']))} in turn; each command stops by itself after M "
+           "minutes and the next one continues the stage in progress)\n",
+           f"Recipe: {p['why']}.\n"]  # fmt: skip
+    s0 = full["seeds"].get("0", {}).get("stages", {}).get("S0", {})
+    rates: dict[str, float] = {}
+    if tp:
+        rates = {"S0": tp["S0"]["s_per_step"], "S1": tp["S1"]["s_per_step"]}
+        note = (f"Throughput on one thread (batch {tp['batch_size']}, measured on "
+                f"{tp['measured_steps']} steps after warm-up): teacher fine-tuning (S0) "
+                f"{tp['S0']['examples_per_s']:.1f} examples/s, distillation (S1: teacher forward + "
+                f"student) {tp['S1']['examples_per_s']:.1f} examples/s")  # fmt: skip
+        if s0.get("step") and s0.get("wall_time_s"):
+            rates["S0"] = s0["wall_time_s"] / s0["step"]
+            note += (f"; S0 in the study itself, validation and state saves included: "
+                     f"{p['batch_size'] / rates['S0']:.1f} examples/s over {s0['step']} steps")  # fmt: skip
+        out.append(note + ".\n")
+    n_train = 67349 - p["val_size"]
+    per_epoch = -(-n_train // p["batch_size"])
+    totals = {"S0": round(p["teacher_epochs"] * per_epoch)}
+    totals.update({st: round(p["epochs"] * per_epoch) for st in ("S1", "S2", "S3")})
+    out += ["| seed | stage | status | steps done / total | best validation accuracy so far (step) | "
+            "dev accuracy | estimated 90-min sittings for the stage |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    where = None
+    for seed in p["seeds"]:
+        stages = full["seeds"].get(str(seed), {}).get("stages", {})
+        for st in ("S0", "S1", "S2", "S3"):
+            prog = stages.get(st, {"status": "not started"})
+            total = prog.get("steps", totals[st])
+            done = total if prog["status"] == "done" else prog.get("step", 0)
+            hist = prog.get("val_history") or []
+            if prog["status"] == "done":
+                val = f"{100 * prog['val_main']:.1f} ({prog['best_step']})"
+            elif hist:
+                step, best = max(hist, key=lambda h: h[1])
+                val = f"{100 * best:.1f} ({step})"
+            else:
+                val = ""
+            dev = f"{100 * prog['dev']['main']:.1f}" if prog.get("dev") else ""
+            rate = rates.get(st, rates.get("S1"))  # S2/S3 assumed to cost about what S1 costs
+            est = f"{total * rate / 60 / SITTING_MIN:.1f}" if rate else "?"
+            if where is None and prog["status"] != "done":
+                where = (
+                    f"seed {seed} {'teacher ' if st == 'S0' else ''}{st}: step {done} of {total}"
+                )
+            out.append(f"| {seed} | {st} | {prog['status']} | {done} / {total} | {val} | {dev} | "
+                       f"{est} |")  # fmt: skip
+    out.append("")
+    if rates:
+        hours = sum(totals[st] * rates.get(st, rates["S1"]) for st in totals) / 3600
+        out.append(f"Estimated CPU time per seed (S0-S3, one thread): {hours:.1f} h, about "
+                   f"{hours * 60 / SITTING_MIN:.1f} sittings of 90 min; S2 and S3 are assumed to "
+                   "cost what S1 costs (not measured yet).\n")  # fmt: skip
+    last = full["sittings"][-1] if full.get("sittings") else {}
+    out.append(f"**How far the study has got: {where or 'all planned seeds done'}** "
+               f"({len(full.get('sittings', []))} sitting(s) so far; the last "
+               f"{'stopped: ' + last['stopped'] if last.get('stopped') else 'ended'}). "
+               f"No teacher/student comparison yet: the target (spiking student within 3 points "
+               "of its teacher, paired over ≥ 3 seeds) is **not yet measured**. To continue: "
+               f"`{cont.split(' (')[0]}` ({cont.split(' (', 1)[1]}.\n")  # fmt: skip
+    return out
+
+
 def render_energy_accounts() -> list[str]:
     acc = _load("energy_accounts")
     if not acc:
@@ -653,7 +876,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         nargs="*",
         default=["glue", "synthetic", "spike_speed"],
-        choices=["glue", "synthetic", "spike_speed", "recipe", "energy_accounts"],
+        choices=["glue", "synthetic", "spike_speed", "recipe", "energy_accounts", "full_sst2"],
         help="benchmarks to run (recipe: the S1 learning-rate / loss / stage-split study)",
     )
     parser.add_argument("--paper-scale", action="store_true",
@@ -662,13 +885,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--resume",
         action="store_true",
-        help="recipe: keep the finished cells of results/recipe.json",
+        help="recipe: keep the finished cells of results/recipe.json; full_sst2: continue the "
+        "study (progress in results/full_sst2.json, checkpoints in --work)",
     )
+    parser.add_argument("--work", type=Path, default=FULL_WORK,
+                        help="full_sst2: checkpoint folder, kept across sittings (default "
+                        "$SORBET_FULL_SST2_WORK or benchmarks/runs/full_sst2)")  # fmt: skip
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="full_sst2: stop after this many minutes, saving the stage in "
+                        "progress; rerun with --resume to continue")  # fmt: skip
     parser.add_argument("--arms", nargs="*", default=list(RECIPE_ARMS), choices=list(RECIPE_ARMS),
                         help="recipe: the arms to run, in priority order")  # fmt: skip
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="shared data folder")
     parser.add_argument("--render-only", action="store_true", help="only re-render the README")
     args = parser.parse_args(argv)
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        parser.error(f"--max-minutes: a positive number of minutes, got {args.max_minutes:g}")
     torch.set_num_threads(1)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -678,8 +910,10 @@ def main(argv: list[str] | None = None) -> int:
                 "glue": (lambda: bench_glue_paper_scale(args.data)) if args.paper_scale
                 else (lambda: bench_glue(args.data)),
                 "recipe": lambda: bench_recipe(args.data, args.resume, args.arms),
-                "energy_accounts": bench_energy_accounts}  # fmt: skip
-        for name in ("spike_speed", "synthetic", "glue", "recipe", "energy_accounts"):
+                "energy_accounts": bench_energy_accounts,
+                "full_sst2": lambda: bench_full_sst2(args.data, args.work, args.resume,
+                                                     args.max_minutes)}  # fmt: skip
+        for name in ("spike_speed", "synthetic", "glue", "recipe", "energy_accounts", "full_sst2"):
             if name not in args.only:
                 continue
             start = time.perf_counter()
@@ -688,9 +922,9 @@ def main(argv: list[str] | None = None) -> int:
             payload.update(
                 benchmark=name,
                 command=f"python benchmarks/run.py --only {name}",
-                invoked_as=f"python benchmarks/run.py {only}".strip().replace(
-                    str(args.data), "DATA"
-                ),
+                invoked_as=f"python benchmarks/run.py {only}".strip()
+                .replace(str(args.data), "DATA")
+                .replace(str(args.work), "WORK"),
                 machine=machine(),
                 wall_time_s=time.perf_counter() - start,
             )

@@ -92,3 +92,23 @@ def test_bits_beyond_official_threshold_rejected(tmp_path, capsys):
 def test_every_command_is_declared_once():
     names = [c["name"] for c in build_cli().describe()]
     assert names == ["distill", "evaluate", "export", "energy", "demo"]
+
+
+def test_max_minutes_stops_with_one_line_and_overwrite_continues(distilled, tmp_path, capsys):
+    _, data, _, argv = distilled
+    teacher = argv[argv.index("--teacher") + 1]
+    base = ["distill", "--data", str(data), "--teacher", teacher, "--stages", "S0",
+            "--finetune-teacher", "always", "--teacher-epochs", "1", "--teacher-lr", "1e-3",
+            "--max-len", "32", "--val-size", "100", "--eval-every", "0", "--out",
+            str(tmp_path / "run"), "--quiet"]  # fmt: skip
+    capsys.readouterr()
+    assert main([*base, "--max-minutes", "1e-6"]) == 75
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["sorbet-snn: stopped at step 1 of 25 of stage S0; rerun the same command to "
+                   "continue with --overwrite"]  # fmt: skip
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert res["stopped"]["step"] == 1 and (tmp_path / "run" / "stages" / "S0.partial").is_file()
+    assert main([*base, "--overwrite"]) == 0
+    res = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert res["stages"]["S0"]["steps"] == 25 and "stopped" not in res
+    assert not (tmp_path / "run" / "stages" / "S0.partial").exists()

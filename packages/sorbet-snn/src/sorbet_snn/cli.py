@@ -8,19 +8,30 @@ here imports torch or transformers before a command runs, so ``--help`` answers 
 from __future__ import annotations
 
 import argparse
+import sys
 from functools import partial
 
 from ._contract import CLI, Report, config_from, fmt_mean_std, say, table
 from .config import DemoConfig, DistillConfig, EnergyConfig, EvaluateConfig, ExportConfig
 
 DIST = "sorbet-snn"
+STOPPED = 75  # exit status of a distill run stopped by --max-minutes (EX_TEMPFAIL: rerun it)
 
 
 def cmd_distill(args: argparse.Namespace) -> Report:
     cfg = config_from(args, DistillConfig)
+    from .distill import StageInterrupted
     from .experiments import run_distill
 
-    res = run_distill(cfg, args.out, quiet=args.quiet, log=partial(say, args))
+    try:
+        res = run_distill(cfg, args.out, quiet=args.quiet, log=partial(say, args))
+    except StageInterrupted as stop:  # --max-minutes ran out: state saved, rerun to continue
+        # results.json now holds this stop, so the rerun needs --overwrite, which keeps every saved
+        # stage and the stage in progress whose settings match
+        message = f"{stop} with --overwrite"
+        print(f"{DIST}: {message}", file=sys.stderr, flush=True)
+        stopped = {"stage": stop.stage, "step": stop.step, "steps": stop.steps, "message": message}
+        return Report({"stopped": stopped}, status=STOPPED)
     rows = [["majority class", f"{res.majority_baseline['main']:.4f}", "", ""]]
     for name, stage in res.stages.items():
         rows.append([name, f"{stage['dev']['main']:.4f}", str(stage.get("steps", "")),

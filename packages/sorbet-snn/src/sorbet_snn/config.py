@@ -170,7 +170,19 @@ class DistillConfig:
     threads: int = param(
         1, "torch CPU threads (on a shared CPU more threads mostly contend)", low=1, high=1024
     )
-    resume: bool = param(True, "reuse stage checkpoints in OUT/stages saved with the same settings")
+    resume: bool = param(
+        True, "reuse stage checkpoints in OUT/stages saved with the same settings, and continue a "
+        "stage in progress from OUT/stages/<S>.partial",
+    )  # fmt: skip
+    save_every: int = param(
+        0, "save a resumable state of the stage in progress (OUT/stages/<S>.partial) every this "
+        "many steps; 0 = only when --max-minutes runs out", low=0, high=10**9,
+    )  # fmt: skip
+    max_minutes: float | None = param(
+        None, "time budget of this call: save the stage in progress and stop (exit status 75) "
+        "after this many minutes; rerun the same command to continue",
+        low=0, low_open=True, high=10**6, none="off",
+    )  # fmt: skip
     overwrite: bool = param(
         False, "retrain saved stages whose settings differ (the --overwrite flag)", flag=False
     )

@@ -1,12 +1,15 @@
 """Multi-step knowledge distillation (paper Algorithm 3): S0 fine-tunes the FP teacher, S1 distils it
 into a W1A4 student, S2 adds PTsoftmax, S3 adds BSPN, S4 exports the spiking network; each stage
-starts from and distils from the previous one, and is saved so a rerun resumes after it."""
+starts from and distils from the previous one, and is saved so a rerun resumes after it. A stage in
+progress saves a resumable state every ``save_every`` steps (and when its time budget runs out) in
+``OUT/stages/<S>.partial``, so a rerun also continues inside a stage."""
 
 from __future__ import annotations
 
 import copy
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -24,6 +27,7 @@ from .ops import BSPN
 
 __all__ = [
     "PIPELINE_STAGES",
+    "StageInterrupted",
     "StageSettings",
     "TeacherGateError",
     "evaluate",
@@ -36,6 +40,7 @@ __all__ = [
     "rep_loss",
     "run_pipeline",
     "soft_cross_entropy",
+    "stage_progress",
     "teacher_gate",
     "train_stage",
 ]
@@ -360,10 +365,24 @@ def train_stage(
     *,
     desc: str = "train",
     quiet: bool = False,
+    checkpoint: Path | None = None,
+    save_every: int = 0,
+    deadline: float | None = None,
+    key: dict[str, Any] | None = None,
+    log: Callable[[str], None] | None = None,
+    discard_other: bool = False,
 ) -> dict[str, Any]:
     """Train ``student`` in place: distil from ``teacher`` (KD loss), or fit the labels when
     ``teacher`` is None (S0). Evaluates on ``val`` every ``eval_every`` steps and at the end, and
-    keeps the best checkpoint by the task's main metric."""
+    keeps the best checkpoint by the task's main metric.
+
+    Mid-stage resume: with ``checkpoint`` (a file path), the resumable state (model, optimiser,
+    scheduler, RNG states, data-order position, best checkpoint so far with its validation score,
+    history, step) is written there atomically every ``save_every`` steps (0: never) and when the
+    wall-clock ``deadline`` (``time.time()`` seconds) has passed, which then raises
+    :class:`StageInterrupted`. A later call with the same ``key`` and a ``checkpoint`` that exists
+    continues from it and ends with the same weights as an uninterrupted run; a state saved with
+    another ``key`` is a :class:`ValueError`, or ignored (and replaced) with ``discard_other``."""
     torch.manual_seed(settings.seed)
     n = train["input_ids"].shape[0]
     per_epoch = math.ceil(n / settings.batch_size)
@@ -396,9 +415,62 @@ def train_stage(
     best: dict[str, Any] = {"main": -math.inf, "step": 0, "state": None}
     history: list[dict[str, float]] = []
     step = 0
-    start = time.perf_counter()
-    bar = progress(steps, desc, quiet)
+    epoch_gen = gen.get_state()  # the data order of the current epoch is drawn from this state
+    skip = 0  # batches of the current epoch already trained (on resume)
+    spent = 0.0  # training seconds of earlier sittings
     last_loss = math.nan
+    state_key = json.loads(json.dumps({"key": key, "steps": steps}, default=str))
+    saved = None
+    if checkpoint is not None and checkpoint.is_file():
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        if saved["key"] != state_key and discard_other:
+            saved = None  # --overwrite: other settings, start the stage afresh
+    if saved is not None:
+        assert checkpoint is not None
+        if saved["key"] != state_key:
+            raise ValueError(
+                f"{checkpoint} was made with other settings; pass --overwrite to retrain it or "
+                "use another --out"
+            )
+        student.load_state_dict(saved["model"])
+        optim.load_state_dict(saved["optim"])
+        sched.load_state_dict(saved["sched"])
+        torch.set_rng_state(saved["torch_rng"])
+        epoch_gen = saved["epoch_gen"]
+        gen.set_state(saved["gen"])
+        skip, step, spent = saved["batch_in_epoch"], saved["step"], saved["wall_time_s"]
+        best, history, last_loss = saved["best"], saved["history"], saved["last_loss"]
+        if log is not None:
+            log(f"{desc}: continuing from step {step} of {steps} ({checkpoint.name})")
+    start = time.perf_counter() - spent
+    bar = progress(steps, desc, quiet)
+    bar.update(step)
+    batch_in_epoch = skip
+
+    def save_state() -> None:
+        assert checkpoint is not None
+        if not is_main_process():
+            return
+        state = {"key": state_key, "model": student.state_dict(), "optim": optim.state_dict(),
+                 "sched": sched.state_dict(), "torch_rng": torch.get_rng_state(),
+                 "epoch_gen": epoch_gen, "gen": gen.get_state(), "batch_in_epoch": batch_in_epoch,
+                 "step": step, "steps": steps, "best": best, "history": history,
+                 "last_loss": last_loss, "wall_time_s": time.perf_counter() - start}  # fmt: skip
+        _atomic_torch_save(state, checkpoint)
+        summary = {"step": step, "steps": steps, "best_step": best["step"],
+                   "best_val": best["main"] if best["state"] is not None else None,
+                   "history": history, "wall_time_s": state["wall_time_s"]}  # fmt: skip
+        _atomic_write_text(_summary_path(checkpoint), json.dumps(summary, indent=2) + "\n")
+
+    def out_of_time() -> bool:
+        if deadline is None:
+            return False
+        late = torch.tensor([float(time.time() >= deadline)])
+        if world > 1:  # rank 0 decides, so every rank stops at the same step
+            import torch.distributed as dist
+
+            dist.broadcast(late, 0)
+        return bool(late.item())
 
     def check() -> None:
         if world > 1:  # identical states, hence identical checkpoint choices, on every rank
@@ -410,9 +482,13 @@ def train_stage(
 
     student.train()
     while step < steps:
-        for batch in iterate_batches(
+        gen.set_state(epoch_gen)
+        batches = iterate_batches(
             train, settings.batch_size, shuffle=True, generator=gen, bucket=20
-        ):
+        )
+        for index, batch in enumerate(batches):
+            if index < skip:  # already trained in an earlier sitting
+                continue
             if step >= steps:
                 break
             if world > 1:
@@ -445,9 +521,21 @@ def train_stage(
                 raise FloatingPointError(f"{desc}: loss is {last_loss} at step {step}")
             bar.update(1)
             bar.set_postfix(loss=f"{last_loss:.4f}")
+            batch_in_epoch = index + 1
             if settings.eval_every and step % settings.eval_every == 0 and step < steps:
                 check()
                 student.train()
+            if checkpoint is not None and step < steps:
+                if save_every and step % save_every == 0:
+                    save_state()
+                if out_of_time():
+                    if not (save_every and step % save_every == 0):  # not saved just now
+                        save_state()
+                    barrier()
+                    bar.close()
+                    raise StageInterrupted(desc, step, steps)
+        skip, batch_in_epoch = 0, 0
+        epoch_gen = gen.get_state()
     bar.close()
     check()
     if best["state"] is not None:
@@ -473,6 +561,31 @@ def _shard(batch: dict[str, Tensor], rank: int, world: int, model: nn.Module) ->
     return {k: v[rank::world] for k, v in batch.items()}
 
 
+class StageInterrupted(RuntimeError):
+    """A stage stopped at its time budget after saving its resumable state; rerunning the same
+    call continues it (``stage``, ``step`` and ``steps`` say where)."""
+
+    def __init__(self, stage: str, step: int, steps: int) -> None:
+        self.stage, self.step, self.steps = stage, step, steps
+        super().__init__(
+            f"stopped at step {step} of {steps} of stage {stage}; rerun the same command to continue"
+        )
+
+
+def _atomic_torch_save(obj: Any, path: Path) -> None:
+    """``torch.save`` to a temporary file beside ``path``, then rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, "utf-8")
+    os.replace(tmp, path)
+
+
 def _label_loss(logits: Tensor, labels: Tensor, regression: bool) -> Tensor:
     if regression:
         return F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
@@ -496,6 +609,9 @@ class PipelineSettings:
     split_s1: bool = False  # S1 as S1a (W1, FP activations) -> S1b (+ 4-bit) -> S1 (+ ReLU swaps)
     # recipe selection: (lr, epochs) candidates tried in each student stage, best on validation kept
     student_grid: tuple[tuple[float, float], ...] = ()
+    # mid-stage resume: save the stage's state every this many steps (0: only at a deadline)
+    save_every: int = 0
+    deadline: float | None = None  # time.time() at which a stage saves its state and stops
 
     def student_plan(self) -> list[str]:
         """The student stages in order (S1 split into S1a, S1b, S1 with ``split_s1``)."""
@@ -515,6 +631,32 @@ class PipelineSettings:
 
 def _stage_dir(out: Path, stage: str) -> Path:
     return out / "stages" / stage
+
+
+def _partial(out: Path, stage: str, candidate: int = 0) -> Path:
+    """The resumable state of a stage in progress (one per candidate of a student grid)."""
+    suffix = f".c{candidate}" if candidate else ""
+    return out / "stages" / f"{stage}{suffix}.partial"
+
+
+def _summary_path(checkpoint: Path) -> Path:
+    """The small JSON progress summary written beside a resumable state."""
+    return checkpoint.with_name(checkpoint.name + ".json")
+
+
+def stage_progress(out: str | Path, stage: str) -> dict[str, Any]:
+    """Where ``stage`` of the run in ``out`` stands: ``{"status": "done", ...stage.json info}``,
+    ``{"status": "partial", "step", "steps", "best_val", "history", ...}`` from the summary written
+    beside its resumable state, or ``{"status": "not started"}``."""
+    out = Path(out)
+    meta = _stage_dir(out, stage) / "stage.json"
+    if meta.is_file():
+        info = json.loads(meta.read_text("utf-8"))["info"]
+        return {"status": "done", **info}
+    summary = _summary_path(_partial(out, stage))
+    if summary.is_file():
+        return {"status": "partial", **json.loads(summary.read_text("utf-8"))}
+    return {"status": "not started"}
 
 
 def _saved(out: Path, stage: str, key: dict[str, Any]) -> dict[str, Any] | None:
@@ -539,7 +681,9 @@ def _save(
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(folder))  # type: ignore[operator]
     text = json.dumps({"key": key, "info": info}, indent=2, default=str)
-    (folder / "stage.json").write_text(text + "\n", "utf-8")
+    _atomic_write_text(folder / "stage.json", text + "\n")
+    for partial in out.glob(f"stages/{stage}.*partial*"):  # the finished stage replaces its state
+        partial.unlink()
 
 
 def run_pipeline(
@@ -608,9 +752,12 @@ def run_pipeline(
             if stage == "S0":
                 model = current
                 info = train_stage(model, None, train, val, task, stage_settings, desc=stage,
-                                   quiet=quiet)  # fmt: skip
+                                   quiet=quiet, checkpoint=_partial(out, stage),
+                                   save_every=settings.save_every, deadline=settings.deadline,
+                                   key=stage_key, log=log, discard_other=overwrite)  # fmt: skip
             else:
-                model, info = _distil_stage(previous, stage, train, val, task, settings, quiet, log)
+                model, info = _distil_stage(previous, stage, train, val, task, settings, quiet, log,
+                                            out=out, key=stage_key, overwrite=overwrite)  # fmt: skip
             if is_main_process():  # under torchrun, rank 0 writes; the others wait for it
                 _save(out, stage, model, stage_key, info)
                 if save_extra is not None:
@@ -666,6 +813,10 @@ def _distil_stage(
     settings: PipelineSettings,
     quiet: bool,
     log: Callable[[str], None],
+    *,
+    out: Path | None = None,
+    key: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> tuple[SorbetForSequenceClassification, dict[str, Any]]:
     """Distil ``stage`` from ``previous`` with each candidate setting; keep the best on validation
     (each candidate already keeps its best checkpoint, every ``eval_every`` steps)."""
@@ -674,12 +825,16 @@ def _distil_stage(
     best: tuple[SorbetForSequenceClassification, dict[str, Any]] | None = None
     tried = []
     candidates = settings.candidates()
-    for cand in candidates:
+    for index, cand in enumerate(candidates):
         model, rep = convert_teacher(previous, base, **overrides)
         if best is None:
             log(rep.summary())
         desc = stage if len(candidates) == 1 else f"{stage} lr {cand.lr:g} x{cand.epochs:g}"
-        info = train_stage(model, previous, train, val, task, cand, desc=desc, quiet=quiet)
+        info = train_stage(model, previous, train, val, task, cand, desc=desc, quiet=quiet,
+                           checkpoint=None if out is None else _partial(out, stage, index),
+                           save_every=settings.save_every, deadline=settings.deadline,
+                           key=None if key is None else {**key, "candidate": index},
+                           log=log, discard_other=overwrite)  # fmt: skip
         tried.append({"lr": cand.lr, "epochs": cand.epochs, "val": info["val_main"],
                       "best_step": info["best_step"], "steps": info["steps"]})  # fmt: skip
         if best is None or info["val_main"] > best[1]["val_main"]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -262,6 +263,7 @@ def _pipeline_settings(cfg: DistillConfig, tiny: bool) -> Any:
         teacher_gate=cfg.teacher_gate,
         split_s1=cfg.split_s1,
         student_grid=grid,
+        save_every=cfg.save_every,
     )
 
 
@@ -270,9 +272,12 @@ def run_distill(
 ) -> DistillResult:
     """Paper Algorithm 3 on a GLUE task: S0 (fine-tune the teacher when needed), S1-S3 (distil), S4
     (spiking export in ``out/snn``, with its energy). Stages are saved in ``out/stages/<S>`` and a
-    rerun resumes after them (``cfg.resume``). A stage whose loss turns non-finite fails with a
+    rerun resumes after them (``cfg.resume``); a stage in progress saves its state in
+    ``out/stages/<S>.partial`` every ``cfg.save_every`` steps and when ``cfg.max_minutes`` runs out,
+    which raises :class:`~sorbet_snn.distill.StageInterrupted` (a rerun continues inside the stage). A stage whose loss turns non-finite fails with a
     :class:`ConfigError` on its learning rate: nothing is reported for a run that did not train."""
     log = log or _quiet_log
+    started = time.time()  # --max-minutes counts from here
     # the data first: bad data fails before the heavy imports below
     train_split = _load_split(cfg.data, cfg.task, "train")
     dev_split = _labelled(_load_split(cfg.data, cfg.task, cfg.dev_split), "dev_split")
@@ -308,6 +313,8 @@ def run_distill(
             f"{teacher_name}")  # fmt: skip
     log(note)
     settings = _pipeline_settings(cfg, teacher_name == "tiny")
+    if cfg.max_minutes is not None:
+        settings.deadline = started + 60 * cfg.max_minutes
     key = {"teacher": teacher_name, "train": len(train_idx), "val": len(val_idx),
            "max_len": cfg.max_len}  # fmt: skip
     info = {"task": task, "max_len": cfg.max_len}
