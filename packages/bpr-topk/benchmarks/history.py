@@ -12,8 +12,17 @@ DAML reported under the paper's rule (App. C.2), the official code's rule and ou
 The comparison row is the heuristic family's best member on the valid split. For every method
 the paired difference (method − best heuristic) of valid and test BPR@K gets a 95 % t interval.
 
+With ``--offset C`` the NegBin model's log-mean carries the heuristic chosen on valid (same
+seed) as a fixed offset, ``log μ = log(h + C) + f_θ(x) + b_0s`` (:func:`bpr_topk.with_heuristic_offset`;
+h from past counts only), started at f_θ = constant, i.e. at that heuristic's ranking; the rest
+of the protocol is unchanged. Results go to history_<dataset>_offset.json; the NLL-only row
+also records a diagnosis (valid NLL and Spearman correlation with the heuristic at the start and
+at the chosen epoch, and the valid NLL of the heuristic-only model, its level and dispersion
+fitted on train) and the README region between the ``offset`` markers compares it with the
+plain model and the heuristic.
+
 Usage (from packages/bpr-topk):
-    python benchmarks/history.py [--dataset surveytwin cook_county zeroinflated hotspots] [--seeds 5] [--quick] [--resume]
+    python benchmarks/history.py [--dataset surveytwin cook_county zeroinflated hotspots] [--seeds 5] [--quick] [--resume] [--offset C]
 Writes benchmarks/results/history_<dataset>.json (one entry per finished seed, so --resume
 continues) and renders the README region between the ``history`` markers.
 """
@@ -21,6 +30,7 @@ continues) and renders the README region between the ``history`` markers.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -35,6 +45,7 @@ from typing import Any
 import bpr_topk as B
 import torch
 from bpr_topk.experiment import EvalConfig, TrainConfig, history_protocol
+from bpr_topk.train import FitResult, evaluate_model
 from stats import fmt_interval, interval, t_interval, verdict
 
 HERE = Path(__file__).resolve().parent
@@ -95,10 +106,19 @@ def run_seed(
     nll_lrs: tuple[float, ...] = NLL_LRS,
     finetune_lrs: tuple[float, ...] = FINETUNE_LRS,
     mj: int | None = None,
+    offset: float | None = None,
 ) -> dict[str, Any]:
     data, k = setup(name, seed, data_dir)
     best = B.best_heuristic(data, k)
     hist = B.with_site_history_features(data)
+    hook = None
+    if offset is not None:  # the heuristic chosen on valid as the log-mean's offset
+        rule, window = best["rule"], best["window"] or 1
+        hist = B.with_heuristic_offset(hist, rule, window, offset, source=data)
+
+        def hook(model: B.ForecastModel, res: FitResult) -> dict[str, Any]:
+            return offset_diagnosis(model, res, hist, data, rule, window, k, ev)
+
     t = time.time()
     if mj is not None:  # M = J = mj on every dataset
         cfg = replace(cfg, num_score_samples=mj, num_perturb_samples=mj)
@@ -114,6 +134,7 @@ def run_seed(
         nll_lrs=nll_lrs,
         finetune_lrs=finetune_lrs,
         finetune_epochs=20 if quick else FINETUNE_EPOCHS,
+        nll_hook=hook,
     )
     return {
         "seed": seed,
@@ -123,6 +144,79 @@ def run_seed(
         "rows": rows,
         "wall_time_s": time.time() - t,
     }
+
+
+def _avg_ranks(v: torch.Tensor) -> torch.Tensor:
+    """Ranks 1..n of ``v`` [n], ties sharing their average rank."""
+    _, inv, cnt = torch.unique(v, return_inverse=True, return_counts=True)
+    top = torch.cumsum(cnt, 0).double()
+    return (top - (cnt.double() - 1) / 2)[inv]
+
+
+def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Spearman correlation (average ranks for ties) per step of ``[T, S]`` scores, averaged
+    over the steps where neither is constant (NaN without any)."""
+    vals = []
+    for x, y in zip(a, b):
+        rx, ry = _avg_ranks(x.double()), _avg_ranks(y.double())
+        rx, ry = rx - rx.mean(), ry - ry.mean()
+        den = float((rx.square().sum() * ry.square().sum()).sqrt())
+        if den > 0:
+            vals.append(float((rx * ry).sum()) / den)
+    return statistics.fmean(vals) if vals else math.nan
+
+
+def offset_diagnosis(
+    model: B.ForecastModel,
+    res: FitResult,
+    hist: B.TopKData,
+    raw: B.TopKData,
+    rule: str,
+    window: int,
+    k: int,
+    ev: EvalConfig,
+) -> dict[str, Any]:
+    """How far the NLL optimum moves the offset model from the heuristic's ranking (valid split):
+    at the start (epoch 0) and at the chosen epoch, the Spearman correlation of the forecast mean
+    with the heuristic's score, the valid NLL and the valid BPR@K (ratio ranking, ``ev``'s trials,
+    and the mean ranking); and the *heuristic-only* model: the start with only its level β0 and
+    dispersion ζ fitted on the train NLL (L-BFGS), the best likelihood at the heuristic's exact
+    ranking within this model family."""
+    valid = hist.valid
+    h = B.heuristic_scores(raw, "valid", rule, window)
+    out: dict[str, Any] = {}
+    m = copy.deepcopy(model)
+    for tag, state in (("start", res.states[0]), ("chosen", res.best_state)):
+        m.load_state_dict(state)
+        with torch.no_grad():
+            mean = m.mean(valid.X, valid.time)
+            ratio = evaluate_model(m, valid, k, "ratio", ev.trials, ev.num_samples)
+            by_mean = evaluate_model(m, valid, k, "mean")
+        out[f"{tag}_spearman"] = spearman(mean, h)
+        out[f"{tag}_valid_nll"] = ratio["nll"]
+        out[f"{tag}_valid_bpr"] = ratio["bpr"]
+        out[f"{tag}_valid_bpr_mean_rank"] = by_mean["bpr"]
+    m.load_state_dict(res.states[0])
+    free = [m.beta0, m.zeta]  # type: ignore[attr-defined]
+    for p in m.parameters():
+        p.requires_grad_(any(p is q for q in free))
+    opt = torch.optim.LBFGS(free, lr=1.0, max_iter=200, line_search_fn="strong_wolfe")
+    train = hist.train
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = -m.log_prob(train.y, train.X, train.time).mean()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    with torch.no_grad():
+        ho = evaluate_model(m, valid, k, "ratio", ev.trials, ev.num_samples)
+        out["heuristic_only_valid_nll"] = ho["nll"]
+        out["heuristic_only_valid_bpr"] = ho["bpr"]
+        out["heuristic_only_spearman"] = spearman(m.mean(valid.X, valid.time), h)
+    out["heuristic_valid_bpr"] = B.evaluate_heuristic(raw, "valid", k, rule, window)["bpr"]
+    return out
 
 
 def summarise(res: dict[str, Any]) -> list[dict[str, Any]]:
@@ -244,6 +338,14 @@ def render_dataset(res: dict[str, Any]) -> str:
         for s in summary
         if s["method"].startswith("DAML")
     ]
+    if any("nll_model" in s for s in res["seeds"]):
+        lines += [
+            "",
+            "NLL-only model per seed (the rule of the offset paragraph below: the lower valid NLL "
+            "of the plain and the offset model): "
+            + ", ".join(f"{s['seed']}: {s['nll_model']}" for s in res["seeds"])
+            + ".",
+        ]
     lines += [
         "",
         "DAML checkpoints that moved from the NLL-only start (epoch > 0), per selection rule: "
@@ -338,11 +440,178 @@ def _rates(rates: list[float]) -> str:
     return " / ".join(f"{r:g}" for r in rates)
 
 
+OFFSET_START, OFFSET_END = "<!-- offset:start -->", "<!-- offset:end -->"
+CONTROL = ("surveytwin", "cook_county")  # the positive control's data sets (issue 33)
+
+
+def load(name: str) -> dict[str, Any] | None:
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def offset_verdicts() -> dict[str, dict[str, Any]]:
+    """Per data set with an offset run (two seeds or more): the offset NLL-only model's paired
+    interval against the best heuristic on valid and test."""
+    out = {}
+    for name in DATASETS:
+        off = load(f"history_{name}_offset")
+        if off and len(off["seeds"]) > 1:
+            nll = next(s for s in summarise(off) if s["method"] == "NLL-only")
+            out[name] = {"valid": nll["valid_diff"], "test": nll["test_diff"], "n": nll["n"]}
+    return out
+
+
+def offset_adopted() -> bool:
+    """The rule fixed before the offset run (README): the offset model enters table (e) only if
+    its NLL-only row is not behind the best heuristic on valid on both control data sets."""
+    v = offset_verdicts()
+    return all(n in v and v[n]["valid"]["verdict"] != "behind" for n in CONTROL)
+
+
+def merged(plain: dict[str, Any], off: dict[str, Any]) -> dict[str, Any]:
+    """Table (e) after adoption: per seed, the plain or the offset run, whichever NLL-only model
+    has the lower valid NLL (the likelihood's own criterion); the fine-tunes warm-start from it."""
+    by = {s["seed"]: s for s in off["seeds"]}
+    seeds = []
+    for s in plain["seeds"]:
+        o = by.get(s["seed"])
+        pick = o if o is not None and o["rows"][0]["valid_nll"] < s["rows"][0]["valid_nll"] else s
+        seeds.append({**pick, "nll_model": "offset" if pick is o else "plain"})
+    out = {**plain, "seeds": seeds}
+    out["command"] = f"{plain['command']}` and `{off['command']}"
+    out["wall_time_s"] = plain["wall_time_s"] + off["wall_time_s"]
+    return out
+
+
+def render_offset(name: str, off: dict[str, Any], plain: dict[str, Any] | None) -> str:
+    """The offset model against the best heuristic and against the plain model (same seed), and
+    the diagnosis of its NLL-only fit (:func:`offset_diagnosis`)."""
+    n, k = len(off["seeds"]), off["seeds"][0]["K"]
+    rows = {s["seed"]: {r["method"]: r for r in s["rows"]} for s in off["seeds"]}
+    heur = {s["seed"]: s["best_heuristic"] for s in off["seeds"]}
+    base = (
+        {}
+        if plain is None
+        else {s["seed"]: {r["method"]: r for r in s["rows"]} for s in plain["seeds"]}
+    )
+    paired = sorted(set(rows) & set(base))
+    lines = [
+        f"**{name}**: offset log(h + {off['offset_c']:g}), h the heuristic chosen on valid "
+        f"({', '.join(f'{m} ×{c}' for m, c in _counts([h['method'] for h in heur.values()]).items())}), "
+        f"N = {n} seeds; Δ mean [95 % t interval], against the heuristic and against the same "
+        f"method of the plain model (table (e), same seed, N = {len(paired)}):",
+        "",
+        f"| method (offset model) | valid BPR@{k} | test BPR@{k} | Δ valid vs heuristic | "
+        "Δ test vs heuristic | Δ valid vs plain | Δ test vs plain | checkpoint epochs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for m in rows[next(iter(rows))]:
+        rs = {s: rows[s][m] for s in rows}
+        cells = [
+            fmt_interval(interval([r[f"{sp}_bpr"] - heur[s][f"{sp}_bpr"] for s, r in rs.items()]))
+            for sp in ("valid", "test")
+        ]
+        cells += [
+            fmt_interval(interval([rs[s][f"{sp}_bpr"] - base[s][m][f"{sp}_bpr"] for s in paired]))
+            if len(paired) > 1
+            else "—"
+            for sp in ("valid", "test")
+        ]
+        lines.append(
+            f"| {m} | {statistics.fmean(r['valid_bpr'] for r in rs.values()):.3f} | "
+            f"{statistics.fmean(r['test_bpr'] for r in rs.values()):.3f} | "
+            + " | ".join(cells)
+            + f" | {', '.join(str(r['best_epoch']) for r in rs.values())} |"
+        )
+    nll = [rows[s]["NLL-only"] for s in rows]
+
+    def mean(key: str) -> float:
+        return statistics.fmean(r[key] for r in nll)
+
+    def plain_iv(diffs: list[float], digits: int = 4) -> str:
+        iv = interval(diffs)
+        return f"{iv['mean']:+.{digits}f} [{iv['lo']:+.{digits}f}, {iv['hi']:+.{digits}f}]"
+
+    lines += ["", "Diagnosis of the offset NLL-only fit (valid split; means over seeds):"]
+    if len(paired) > 1:
+        dn = [rows[s]["NLL-only"]["valid_nll"] - base[s]["NLL-only"]["valid_nll"] for s in paired]
+        lines.append(
+            f"- valid NLL, offset − plain model (same seed): {plain_iv(dn)} (lower is better); "
+            f"rates chosen on valid NLL: {', '.join(format(r['lr'], 'g') for r in nll)}; budgets "
+            f"{', '.join(str(r['budget']) for r in nll)}."
+        )
+    lines += [
+        f"- Spearman correlation of the forecast mean with the heuristic's score: "
+        f"{mean('start_spearman'):.3f} at the start (epoch 0, by construction 1), "
+        f"{mean('chosen_spearman'):.3f} at the chosen epoch "
+        f"({', '.join(format(r['chosen_spearman'], '.3f') for r in nll)}).",
+        f"- valid NLL: start {mean('start_valid_nll'):.4f}; heuristic-only model (the start with "
+        f"its level and dispersion fitted on train, the heuristic's exact ranking) "
+        f"{mean('heuristic_only_valid_nll'):.4f}; chosen epoch {mean('chosen_valid_nll'):.4f}; "
+        "chosen − heuristic-only "
+        + plain_iv([r["chosen_valid_nll"] - r["heuristic_only_valid_nll"] for r in nll])
+        + " (below 0: the likelihood prefers the moved ranking).",
+        f"- valid BPR@{k} (ratio ranking): heuristic {mean('heuristic_valid_bpr'):.3f}, start "
+        f"{mean('start_valid_bpr'):.3f} (mean ranking {mean('start_valid_bpr_mean_rank'):.3f}, "
+        f"the heuristic's exactly), heuristic-only model {mean('heuristic_only_valid_bpr'):.3f}, "
+        f"chosen {mean('chosen_valid_bpr'):.3f}; chosen − start "
+        + fmt_interval(interval([r["chosen_valid_bpr"] - r["start_valid_bpr"] for r in nll]))
+        + ".",
+        "",
+        f"Command: `{off['command']}` ({off['wall_time_s'] / 60:.0f} min here).",
+    ]
+    return "\n".join(lines)
+
+
+def render_offset_block(text: str) -> str:
+    if OFFSET_START not in text or OFFSET_END not in text:
+        return text
+    parts, verdicts = [], offset_verdicts()
+    for name in DATASETS:
+        off = load(f"history_{name}_offset")
+        if off and len(off["seeds"]) > 1:
+            parts.append(render_offset(name, off, load(f"history_{name}")))
+    if not parts:
+        return text
+    words = [
+        f"{name} valid {fmt_interval(v['valid'])} (test {fmt_interval(v['test'])})"
+        for name, v in verdicts.items()
+        if name in CONTROL
+    ]
+    adopted = offset_adopted()
+    parts.append(
+        "Positive control with the offset (NLL-only not behind the best heuristic on valid): "
+        + "; ".join(words)
+        + ". By the rule fixed before the run the offset model "
+        + (
+            "**enters** table (e): per seed the plain or the offset NLL-only model with the lower "
+            "valid NLL, and its fine-tunes."
+            if adopted
+            else "**does not enter** table (e) (it is behind on valid on "
+            + ", ".join(
+                n for n in CONTROL if n in verdicts and verdicts[n]["valid"]["verdict"] == "behind"
+            )
+            + (
+                ", not run on " + ", ".join(n for n in CONTROL if n not in verdicts)
+                if any(n not in verdicts for n in CONTROL)
+                else ""
+            )
+            + ")."
+        )
+    )
+    head, rest = text.split(OFFSET_START, 1)
+    _, tail = rest.split(OFFSET_END, 1)
+    return f"{head}{OFFSET_START}\n" + "\n\n".join(parts) + f"\n{OFFSET_END}{tail}"
+
+
 def render() -> None:
     parts = []
+    adopted = offset_adopted()
     for name in DATASETS:
-        path = RESULTS / f"history_{name}.json"
-        res = json.loads(path.read_text()) if path.is_file() else None
+        res = load(f"history_{name}")
+        off = load(f"history_{name}_offset")
+        if res is not None and off is not None and adopted and len(off["seeds"]) > 1:
+            res = merged(res, off)
         if res is not None and res.get("summary"):  # two seeds or more
             parts.append(render_dataset(res))
     if not parts or not README.is_file():
@@ -363,7 +632,7 @@ def render() -> None:
             head, rest = text.split(MJ_START, 1)
             _, tail = rest.split(MJ_END, 1)
             text = f"{head}{MJ_START}\n{render_mj(big, base)}\n{MJ_END}{tail}"
-    README.write_text(text)
+    README.write_text(render_offset_block(text))
     import issue33  # the deliverables table, from the same JSON
 
     issue33.render_readme()
@@ -396,7 +665,17 @@ def main() -> int:
         default=FINETUNE_LRS,
         help=f"DAML / BPR-only rates (default: {_rates(list(FINETUNE_LRS))})",
     )
+    p.add_argument(
+        "--offset",
+        type=float,
+        default=None,
+        metavar="C",
+        help="give the model the offset log(h + C), h the heuristic chosen on valid (C > 0, "
+        "e.g. 0.1); results in history_<dataset>_offset.json (default: no offset)",
+    )
     args = p.parse_args()
+    if args.offset is not None and not (math.isfinite(args.offset) and args.offset > 0):
+        p.error(f"argument --offset: C must be a finite number > 0; got {args.offset}")
     if args.render_only:
         render()
         return 0
@@ -420,7 +699,11 @@ def main() -> int:
         if name == "cook_county" and not (args.data / "train_x.csv").is_file():
             print(f"Cook County data not found at {args.data}; skipping it")
             continue
-        suffix = ("_quick" if args.quick else "") + (f"_mj{args.mj}" if args.mj else "")
+        suffix = (
+            ("_quick" if args.quick else "")
+            + (f"_mj{args.mj}" if args.mj else "")
+            + ("_offset" if args.offset is not None else "")
+        )
         path = RESULTS / f"history_{name}{suffix}.json"
         res: dict[str, Any] = {"dataset": name, "seeds": [], "wall_time_s": 0.0}
         if args.resume and path.is_file():
@@ -441,6 +724,7 @@ def main() -> int:
                     args.nll_lrs,
                     args.finetune_lrs,
                     args.mj,
+                    args.offset,
                 )
             )
             res["wall_time_s"] += time.time() - t
@@ -457,6 +741,7 @@ def main() -> int:
                     "threads": torch.get_num_threads(),
                     # 0.8.0: slopes held at 0 -> the prior of b0 alone (0.7.0: bivariate, unbounded)
                     "intercept_prior": "univariate",
+                    "offset_c": args.offset,
                 }
             )
             res["summary"] = summarise(res) if len(res["seeds"]) > 1 else []
