@@ -457,6 +457,7 @@ def _rates(rates: list[float]) -> str:
 
 OFFSET_START, OFFSET_END = "<!-- offset:start -->", "<!-- offset:end -->"
 CONTROL = ("surveytwin", "cook_county")  # the positive control's data sets (issue 33)
+OFFSET_C = 0.1  # the offset's c of the main offset run (history_<dataset>_offset.json)
 
 
 def load(name: str) -> dict[str, Any] | None:
@@ -594,6 +595,17 @@ def render_offset(name: str, off: dict[str, Any], plain: dict[str, Any] | None) 
                 for g, label in groups
             )
             + "."
+        )
+    earlier = load(f"history_{name}_offset_grid3")
+    if earlier and len(earlier["seeds"]) > 1:  # the first run, before the grid was widened
+        e = next(x for x in summarise(earlier) if x["method"] == "NLL-only")
+        top = max(earlier["nll_lrs"])
+        lines.append(
+            f"- the first run, NLL rate from {_rates(earlier['nll_lrs'])} "
+            f"(`history_{name}_offset_grid3.json`; the grid's top, {top:g}, chosen in "
+            f"{sum(lr == top for lr in e['lrs'])} of {e['n']} seeds, hence the rerun with a wider "
+            f"grid above): NLL-only Δ valid vs heuristic {fmt_interval(e['valid_diff'])}, Δ test "
+            f"{fmt_interval(e['test_diff'])}."
         )
     lines += ["", f"Command: `{off['command']}` ({off['wall_time_s'] / 60:.0f} min here)."]
     return "\n".join(lines)
@@ -738,7 +750,11 @@ def main() -> int:
         suffix = (
             ("_quick" if args.quick else "")
             + (f"_mj{args.mj}" if args.mj else "")
-            + ("_offset" if args.offset is not None else "")
+            + (
+                ""
+                if args.offset is None
+                else "_offset" + ("" if args.offset == OFFSET_C else f"_c{args.offset:g}")
+            )
         )
         path = RESULTS / f"history_{name}{suffix}.json"
         res: dict[str, Any] = {"dataset": name, "seeds": [], "wall_time_s": 0.0}
