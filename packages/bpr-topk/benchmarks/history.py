@@ -607,6 +607,35 @@ def render_offset(name: str, off: dict[str, Any], plain: dict[str, Any] | None) 
             f"grid above): NLL-only Δ valid vs heuristic {fmt_interval(e['valid_diff'])}, Δ test "
             f"{fmt_interval(e['test_diff'])}."
         )
+    for path in sorted(RESULTS.glob(f"history_{name}_offset_c*.json")):
+        other = json.loads(path.read_text())  # another c, same protocol: a sensitivity check
+        if len(other["seeds"]) < 2:
+            continue
+        o = next(x for x in summarise(other) if x["method"] == "NLL-only")
+        orow = {sd["seed"]: sd["rows"][0] for sd in other["seeds"]}
+        both = sorted(set(orow) & set(rows))
+        dn = [orow[sd]["valid_nll"] - rows[sd]["NLL-only"]["valid_nll"] for sd in both]
+        pick = {sd: orow[sd] if d < 0 else rows[sd]["NLL-only"] for sd, d in zip(both, dn)}
+        chosen_c = {
+            sp: interval([pick[sd][f"{sp}_bpr"] - heur[sd][f"{sp}_bpr"] for sd in both])
+            for sp in ("valid", "test")
+        }
+        lines.append(
+            f"- sensitivity to c (c = {other['offset_c']:g}, `{path.name}`, same protocol, N = "
+            f"{o['n']}; run after the c = {off['offset_c']:g} result, not a candidate for (e)): "
+            f"NLL-only Δ valid vs heuristic {fmt_interval(o['valid_diff'])}, Δ test "
+            f"{fmt_interval(o['test_diff'])}; Spearman with the heuristic at the chosen epoch "
+            f"{statistics.fmean(r['chosen_spearman'] for r in orow.values()):.3f}; valid NLL − "
+            f"c = {off['offset_c']:g}'s {plain_iv(dn)}; c chosen per seed on valid NLL between "
+            f"the two (post hoc: c = {other['offset_c']:g} in {sum(d < 0 for d in dn)} of "
+            f"{len(both)}): Δ valid vs heuristic {fmt_interval(chosen_c['valid'])}, Δ test "
+            f"{fmt_interval(chosen_c['test'])}"
+            + (
+                f" (Command: `{other['command']}`, {other['wall_time_s'] / 60:.0f} min)."
+                if "command" in other
+                else "."
+            )
+        )
     lines += ["", f"Command: `{off['command']}` ({off['wall_time_s'] / 60:.0f} min here)."]
     return "\n".join(lines)
 
