@@ -21,8 +21,15 @@ at the chosen epoch, and the valid NLL of the heuristic-only model, its level an
 fitted on train) and the README region between the ``offset`` markers compares it with the
 plain model and the heuristic.
 
+``--first-seed S`` runs seeds S..S+N-1 (the twin draws its panel from the seed, so S = 5 gives
+panels no earlier run saw) and ``--nll-only`` fits the NLL-only forecaster alone (no fine-tunes);
+both mark the results file (``_from<S>``, ``_nllonly``). The README region between the
+``offset-rule`` markers is the pre-registered test of the per-seed choice of c (0.1 or 1, the
+lower valid NLL; :data:`RULE_RUNS` names its runs): the twin on seeds 5-9, Cook County on its
+existing runs.
+
 Usage (from packages/bpr-topk):
-    python benchmarks/history.py [--dataset surveytwin cook_county zeroinflated hotspots] [--seeds 5] [--quick] [--resume] [--offset C]
+    python benchmarks/history.py [--dataset surveytwin cook_county zeroinflated hotspots] [--seeds 5] [--quick] [--resume] [--offset C] [--first-seed S] [--nll-only]
 Writes benchmarks/results/history_<dataset>.json (one entry per finished seed, so --resume
 continues) and renders the README region between the ``history`` markers.
 """
@@ -76,12 +83,17 @@ PAPER = {  # Table C.2 (test BPR@K), the paper's numbers on its datasets, for re
 
 def write_block(start: str, end: str, lines: list[str]) -> None:
     """Replace the README text between the ``start`` and ``end`` markers (when it has them)."""
-    text = README.read_text()
-    if start not in text or end not in text:
-        return
+    README.write_text(put_block(README.read_text(), start, end, "\n".join(lines)))
+
+
+def put_block(text: str, start: str, end: str, body: str) -> str:
+    """``text`` with the part between the ``start`` and ``end`` markers replaced by ``body``
+    (unchanged when it lacks a marker or ``body`` is empty)."""
+    if start not in text or end not in text or not body:
+        return text
     head, rest = text.split(start, 1)
     _, tail = rest.split(end, 1)
-    README.write_text(f"{head}{start}\n" + "\n".join(lines) + f"\n{end}{tail}")
+    return f"{head}{start}\n{body}\n{end}{tail}"
 
 
 def setup(name: str, seed: int, data_dir: Path) -> tuple[B.TopKData, int]:
@@ -460,6 +472,25 @@ CONTROL = ("surveytwin", "cook_county")  # the positive control's data sets (iss
 OFFSET_C = 0.1  # the offset's c of the main offset run (history_<dataset>_offset.json)
 
 
+def stem(
+    name: str,
+    offset: float | None = None,
+    quick: bool = False,
+    mj: int | None = None,
+    nll_only: bool = False,
+    first_seed: int = 0,
+) -> str:
+    """The results file name (no ``.json``) of a run of ``name`` with these options."""
+    return (
+        f"history_{name}"
+        + ("_quick" if quick else "")
+        + (f"_mj{mj}" if mj else "")
+        + ("_nllonly" if nll_only else "")
+        + ("" if offset is None else "_offset" + ("" if offset == OFFSET_C else f"_c{offset:g}"))
+        + (f"_from{first_seed}" if first_seed else "")
+    )
+
+
 def load(name: str) -> dict[str, Any] | None:
     path = RESULTS / f"{name}.json"
     return json.loads(path.read_text()) if path.is_file() else None
@@ -497,6 +528,169 @@ def merged(plain: dict[str, Any], off: dict[str, Any]) -> dict[str, Any]:
     out["command"] = f"{plain['command']}` and `{off['command']}"
     out["wall_time_s"] = plain["wall_time_s"] + off["wall_time_s"]
     return out
+
+
+def nll_rows(res: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Seed -> the NLL-only row of a history run."""
+    return {
+        s["seed"]: next(r for r in s["rows"] if r["method"] == "NLL-only") for s in res["seeds"]
+    }
+
+
+def lowest_valid_nll(cands: dict[Any, dict[int, dict[str, Any]]]) -> dict[int, tuple[Any, dict]]:
+    """Per seed present in every candidate (key -> seed -> NLL-only row): the key and row with the
+    lowest valid NLL (a tie keeps the first key)."""
+    seeds = sorted(set.intersection(*(set(c) for c in cands.values())))
+    return {
+        s: min(((k, c[s]) for k, c in cands.items()), key=lambda kr: kr[1]["valid_nll"])
+        for s in seeds
+    }
+
+
+RULE_ROW = "offset, c chosen per seed on valid NLL (the rule)"
+RULE_START, RULE_END = "<!-- offset-rule:start -->", "<!-- offset-rule:end -->"
+# The pre-registered test of the per-seed choice of c (README, committed before the twin's runs):
+# data set -> (its runs: c = 0.1, c = 1, the plain model; what data they saw, long and short)
+RULE_RUNS = {
+    "surveytwin": (
+        tuple(stem("surveytwin", c, nll_only=True, first_seed=5) for c in (0.1, 1.0, None)),
+        "fresh panels, drawn from seeds the post-hoc finding never saw; NLL-only fits only",
+        "fresh panels",
+    ),
+    "cook_county": (
+        tuple(stem("cook_county", c) for c in (0.1, 1.0, None)),
+        "the same data as the post-hoc finding: fixed years, the seed moves the fits only; "
+        "**not an independent test**",
+        "same data as the post-hoc finding, not independent",
+    ),
+}
+
+
+def offset_rule() -> dict[str, dict[str, Any]]:
+    """Per data set of :data:`RULE_RUNS` whose three runs exist: per seed the c chosen on valid
+    NLL, and the paired intervals (valid, test) of each NLL-only model (plain, c = 0.1, c = 1,
+    rule-selected) against the best heuristic and of the rule-selected one against the plain
+    model; ``met`` = the rule-selected model is not behind the heuristic on valid."""
+    out = {}
+    for name, (stems, label, short) in RULE_RUNS.items():
+        runs = [load(s) for s in stems]
+        if any(r is None or len(r["seeds"]) < 2 for r in runs):
+            continue
+        c01, c1, plain = runs
+        cands = {r["offset_c"]: nll_rows(r) for r in (c01, c1)}
+        pick = lowest_valid_nll(cands)
+        seeds = sorted(set(pick) & set(nll_rows(plain)))
+        heur = {s["seed"]: s["best_heuristic"] for s in c01["seeds"]}
+        for r in (c1, plain):  # the same panel per seed: the same heuristic in every run
+            for s in r["seeds"]:
+                h, h0 = s["best_heuristic"], heur.get(s["seed"])
+                if h0 is not None and (h["valid_bpr"], h["test_bpr"]) != (
+                    h0["valid_bpr"],
+                    h0["test_bpr"],
+                ):
+                    raise SystemExit(
+                        f"{name}: the runs' best heuristics differ at seed {s['seed']}"
+                    )
+        models = {
+            "plain (no offset)": nll_rows(plain),
+            **{f"offset, c = {c:g}": rows for c, rows in cands.items()},
+            RULE_ROW: {s: pick[s][1] for s in seeds},
+        }
+
+        refs = {"heuristic": heur, "plain": models["plain (no offset)"]}
+        table = {
+            m: {
+                **{
+                    f"{sp}_bpr": statistics.fmean(rows[s][f"{sp}_bpr"] for s in seeds)
+                    for sp in ("valid", "test")
+                },
+                **{
+                    f"{sp}_vs_{ref}": _paired(rows, refs[ref], seeds, sp)
+                    for ref in refs
+                    for sp in ("valid", "test")
+                },
+            }
+            for m, rows in models.items()
+        }
+        rule = table[RULE_ROW]
+        out[name] = {
+            "label": label,
+            "short": short,
+            "seeds": seeds,
+            "K": c01["seeds"][0]["K"],
+            "chosen_c": {s: pick[s][0] for s in seeds},
+            "heuristic": {
+                sp: statistics.fmean(heur[s][f"{sp}_bpr"] for s in seeds)
+                for sp in ("valid", "test")
+            },
+            "heuristics": _counts([heur[s]["method"] for s in seeds]),
+            "table": table,
+            "met": rule["valid_vs_heuristic"]["verdict"] != "behind",
+            "commands": [r["command"] for r in runs],
+            "minutes": sum(r["wall_time_s"] for r in runs) / 60,
+        }
+    return out
+
+
+def _paired(rows: dict[int, Any], ref: dict[int, Any], seeds: list[int], sp: str) -> dict:
+    """Paired interval of ``sp``'s BPR, ``rows`` − ``ref`` over ``seeds``."""
+    return interval([rows[s][f"{sp}_bpr"] - ref[s][f"{sp}_bpr"] for s in seeds])
+
+
+def render_offset_rule() -> str:
+    """The README region between the ``offset-rule`` markers (:func:`offset_rule`)."""
+    parts = []
+    res = offset_rule()
+    for name, r in res.items():
+        k, cs = r["K"], list(r["chosen_c"].values())
+        lines = [
+            f"**{name}**, seeds {r['seeds'][0]}–{r['seeds'][-1]} (N = {len(r['seeds'])}; "
+            f"{r['label']}); best heuristic chosen on valid: "
+            + ", ".join(f"{m} ×{n}" for m, n in r["heuristics"].items())
+            + f" (valid BPR@{k} {r['heuristic']['valid']:.3f}, test {r['heuristic']['test']:.3f}); "
+            "c chosen on valid NLL per seed: "
+            + ", ".join(f"{s}: {c:g}" for s, c in r["chosen_c"].items())
+            + " ("
+            + ", ".join(f"c = {c:g} ×{cs.count(c)}" for c in sorted(set(cs)))
+            + "); Δ mean [95 % t interval]:",
+            "",
+            f"| NLL-only model | valid BPR@{k} | test BPR@{k} | Δ valid vs heuristic | "
+            "Δ test vs heuristic | Δ valid vs plain | Δ test vs plain |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for m, row in r["table"].items():
+            cells = [
+                fmt_interval(row[f"{sp}_vs_{ref}"])
+                for ref in ("heuristic", "plain")
+                for sp in ("valid", "test")
+            ]
+            if m.startswith("plain"):
+                cells[2:] = ["—", "—"]
+            lines.append(
+                f"| {m} | {row['valid_bpr']:.3f} | {row['test_bpr']:.3f} | "
+                + " | ".join(cells)
+                + " |"
+            )
+        lines += [
+            "",
+            "Commands: "
+            + "; ".join(f"`{c}`" for c in r["commands"])
+            + f" ({r['minutes']:.0f} min here in all).",
+        ]
+        parts.append("\n".join(lines))
+    if res:
+        parts.append(
+            "Positive control by the pre-registered rule (rule-selected NLL-only − best heuristic "
+            "on valid, not behind = met): "
+            + "; ".join(
+                f"{name} {fmt_interval(r['table'][RULE_ROW]['valid_vs_heuristic'])}"
+                + (": **met**" if r["met"] else ": **missed**")
+                + f" ({r['short']})"
+                for name, r in res.items()
+            )
+            + "."
+        )
+    return "\n\n".join(parts)
 
 
 def render_offset(name: str, off: dict[str, Any], plain: dict[str, Any] | None) -> str:
@@ -615,9 +809,9 @@ def render_offset(name: str, off: dict[str, Any], plain: dict[str, Any] | None) 
         orow = {sd["seed"]: sd["rows"][0] for sd in other["seeds"]}
         both = sorted(set(orow) & set(rows))
         dn = [orow[sd]["valid_nll"] - rows[sd]["NLL-only"]["valid_nll"] for sd in both]
-        pick = {sd: orow[sd] if d < 0 else rows[sd]["NLL-only"] for sd, d in zip(both, dn)}
+        pick = lowest_valid_nll({0: {s: r["NLL-only"] for s, r in rows.items()}, 1: orow})
         chosen_c = {
-            sp: interval([pick[sd][f"{sp}_bpr"] - heur[sd][f"{sp}_bpr"] for sd in both])
+            sp: interval([pick[sd][1][f"{sp}_bpr"] - heur[sd][f"{sp}_bpr"] for sd in both])
             for sp in ("valid", "test")
         }
         lines.append(
@@ -676,9 +870,7 @@ def render_offset_block(text: str) -> str:
             + ")."
         )
     )
-    head, rest = text.split(OFFSET_START, 1)
-    _, tail = rest.split(OFFSET_END, 1)
-    return f"{head}{OFFSET_START}\n" + "\n\n".join(parts) + f"\n{OFFSET_END}{tail}"
+    return put_block(text, OFFSET_START, OFFSET_END, "\n\n".join(parts))
 
 
 def render() -> None:
@@ -696,9 +888,7 @@ def render() -> None:
     text = README.read_text()
     if START not in text or END not in text:
         raise SystemExit(f"README.md lacks the {START} / {END} markers")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    text = f"{head}{START}\n" + "\n\n".join(parts) + f"\n{END}{tail}"
+    text = put_block(text, START, END, "\n\n".join(parts))
     big_path, base_path = (
         RESULTS / "history_cook_county_mj100.json",
         RESULTS / "history_cook_county.json",
@@ -706,10 +896,9 @@ def render() -> None:
     if big_path.is_file() and base_path.is_file() and MJ_START in text:
         big, base = (json.loads(p.read_text()) for p in (big_path, base_path))
         if len(big["seeds"]) > 1:
-            head, rest = text.split(MJ_START, 1)
-            _, tail = rest.split(MJ_END, 1)
-            text = f"{head}{MJ_START}\n{render_mj(big, base)}\n{MJ_END}{tail}"
-    README.write_text(render_offset_block(text))
+            text = put_block(text, MJ_START, MJ_END, render_mj(big, base))
+    text = render_offset_block(text)
+    README.write_text(put_block(text, RULE_START, RULE_END, render_offset_rule()))
     import issue33  # the deliverables table, from the same JSON
 
     issue33.render_readme()
@@ -718,11 +907,18 @@ def render() -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--dataset", nargs="+", choices=DATASETS, default=list(DATASETS))
-    p.add_argument("--seeds", type=int, default=5, help="number of seeds, 0..N-1 (default: 5)")
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=5,
+        help="number of seeds N, S..S+N-1 with S = --first-seed (default: 5)",
+    )
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="Cook County folder")
     p.add_argument("--quick", action="store_true", help="short runs, 2 seeds (smoke test)")
     p.add_argument("--resume", action="store_true", help="keep the finished seeds of the JSON")
-    p.add_argument("--render-only", action="store_true")
+    p.add_argument(
+        "--render-only", action="store_true", help="re-render the README from the JSON, no runs"
+    )
     p.add_argument(
         "--mj",
         type=int,
@@ -750,9 +946,25 @@ def main() -> int:
         help="give the model the offset log(h + C), h the heuristic chosen on valid (C > 0, "
         "e.g. 0.1); results in history_<dataset>_offset.json (default: no offset)",
     )
+    p.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        metavar="S",
+        help="run seeds S..S+N-1 (N from --seeds); the twin draws its panel from the seed, so "
+        "S > 0 gives fresh panels (the other data sets' are fixed); results in history_<dataset>..._from<S>.json (default: 0)",
+    )
+    p.add_argument(
+        "--nll-only",
+        action="store_true",
+        help="fit the NLL-only forecaster only (no DAML / BPR-only fine-tunes); results in "
+        "history_<dataset>_nllonly....json",
+    )
     args = p.parse_args()
     if args.offset is not None and not (math.isfinite(args.offset) and args.offset > 0):
         p.error(f"argument --offset: C must be a finite number > 0; got {args.offset}")
+    if args.first_seed < 0:
+        p.error(f"argument --first-seed: S must be an integer >= 0; got {args.first_seed}")
     if args.render_only:
         render()
         return 0
@@ -776,21 +988,15 @@ def main() -> int:
         if name == "cook_county" and not (args.data / "train_x.csv").is_file():
             print(f"Cook County data not found at {args.data}; skipping it")
             continue
-        suffix = (
-            ("_quick" if args.quick else "")
-            + (f"_mj{args.mj}" if args.mj else "")
-            + (
-                ""
-                if args.offset is None
-                else "_offset" + ("" if args.offset == OFFSET_C else f"_c{args.offset:g}")
-            )
+        path = (
+            RESULTS
+            / f"{stem(name, args.offset, args.quick, args.mj, args.nll_only, args.first_seed)}.json"
         )
-        path = RESULTS / f"history_{name}{suffix}.json"
         res: dict[str, Any] = {"dataset": name, "seeds": [], "wall_time_s": 0.0}
         if args.resume and path.is_file():
             res = json.loads(path.read_text())
         done = {s["seed"] for s in res["seeds"]}
-        for seed in range(n_seeds):
+        for seed in range(args.first_seed, args.first_seed + n_seeds):
             if seed in done:
                 continue
             t = time.time()
@@ -803,7 +1009,7 @@ def main() -> int:
                     cfg,
                     ev,
                     args.nll_lrs,
-                    args.finetune_lrs,
+                    () if args.nll_only else args.finetune_lrs,
                     args.mj,
                     args.offset,
                 )
@@ -814,7 +1020,7 @@ def main() -> int:
                     "command": command.strip(),
                     "train_config": {k: v for k, v in vars(cfg).items()},
                     "nll_lrs": args.nll_lrs,
-                    "finetune_lrs": args.finetune_lrs,
+                    "finetune_lrs": () if args.nll_only else args.finetune_lrs,
                     "finetune_epochs": FINETUNE_EPOCHS,
                     "mj": args.mj or (50 if name == "cook_county" else 100),
                     "eval_config": vars(ev),

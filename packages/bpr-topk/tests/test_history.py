@@ -277,6 +277,10 @@ def test_history_protocol_extends_a_fine_tune_whose_checkpoint_is_its_last_epoch
         assert r["at_budget_end"] == (r["best_epoch"] == r["budget"])
         # a run is only left on its last epoch when the 4x cap stopped the doubling
         assert not r["at_budget_end"] or r["budget"] == 40 or r["rule"] != "paper"
+    alone = history_protocol(
+        data, 3, 0, cfg, EvalConfig(trials=1, num_samples=20), nll_lrs=(0.1,), finetune_lrs=(),
+    )  # fmt: skip
+    assert alone == rows[:1]  # no fine-tunes: the same NLL-only row, alone
 
 
 def _panel_without_lags(seed: int = 0, sites: int = 30) -> TopKData:

@@ -577,7 +577,8 @@ def history_protocol(
       NLL-only model) are pooled and one is chosen per rule (:func:`select_checkpoint`): for DAML
       ``paper`` (App. C.2, reference = the NLL-only valid BPR), ``code`` (the official
       ``nll − λ·bpr``) and ``tradeoff`` (best valid BPR within ``cfg.nll_tolerance`` of the
-      NLL-only valid NLL); BPR-only keeps its best valid BPR.
+      NLL-only valid NLL); BPR-only keeps its best valid BPR. With ``finetune_lrs`` empty
+      there are no fine-tunes and the NLL-only row is returned alone.
     """
     from .train import select_checkpoint
 
@@ -608,6 +609,8 @@ def history_protocol(
             **(nll_hook(nll_model, nll_res) if nll_hook is not None else {}),
         }
     ]
+    if not finetune_lrs:  # NLL-only fits only
+        return rows
     init = nll_res.best_state
     ft_cfg = replace(
         cfg,
