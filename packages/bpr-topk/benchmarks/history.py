@@ -626,10 +626,17 @@ def offset_rule() -> dict[str, dict[str, Any]]:
             "heuristics": _counts([heur[s]["method"] for s in seeds]),
             "table": table,
             "met": rule["valid_vs_heuristic"]["verdict"] != "behind",
+            "rule_rows": [pick[s][1] for s in seeds],
             "commands": [r["command"] for r in runs],
             "minutes": sum(r["wall_time_s"] for r in runs) / 60,
         }
     return out
+
+
+def plain_interval(diffs: list[float], digits: int = 4) -> str:
+    """``mean [lo, hi]`` of the 95 % t interval, signed, ``digits`` decimals, no verdict."""
+    iv = interval(diffs)
+    return f"{iv['mean']:+.{digits}f} [{iv['lo']:+.{digits}f}, {iv['hi']:+.{digits}f}]"
 
 
 def _paired(rows: dict[int, Any], ref: dict[int, Any], seeds: list[int], sp: str) -> dict:
@@ -671,6 +678,25 @@ def render_offset_rule() -> str:
                 + " | ".join(cells)
                 + " |"
             )
+        diag = r["rule_rows"]
+        if all("chosen_valid_nll" in x for x in diag):  # offset_diagnosis of the chosen fits
+            lines += [
+                "",
+                "Diagnosis of the rule-selected fits (valid split, from the offset runs' "
+                "diagnosis): valid NLL at the chosen epoch − the heuristic-only model's "
+                + plain_interval(
+                    [x["chosen_valid_nll"] - x["heuristic_only_valid_nll"] for x in diag]
+                )
+                + " per site-step (below 0: the likelihood prefers a ranking other than the "
+                f"heuristic's); valid BPR@{k} (ratio ranking) at the chosen epoch − at the start "
+                "(the heuristic's ranking) "
+                + fmt_interval(
+                    interval([x["chosen_valid_bpr"] - x["start_valid_bpr"] for x in diag])
+                )
+                + "; Spearman correlation with the heuristic at the chosen epoch "
+                + ", ".join(format(x["chosen_spearman"], ".2f") for x in diag)
+                + ".",
+            ]
         lines += [
             "",
             "Commands: "
@@ -738,15 +764,11 @@ def render_offset(name: str, off: dict[str, Any], plain: dict[str, Any] | None) 
     def mean(key: str) -> float:
         return statistics.fmean(r[key] for r in nll)
 
-    def plain_iv(diffs: list[float], digits: int = 4) -> str:
-        iv = interval(diffs)
-        return f"{iv['mean']:+.{digits}f} [{iv['lo']:+.{digits}f}, {iv['hi']:+.{digits}f}]"
-
     lines += ["", "Diagnosis of the offset NLL-only fit (valid split; means over seeds):"]
     if len(paired) > 1:
         dn = [rows[s]["NLL-only"]["valid_nll"] - base[s]["NLL-only"]["valid_nll"] for s in paired]
         lines.append(
-            f"- valid NLL, offset − plain model (same seed): {plain_iv(dn)} (lower is better); "
+            f"- valid NLL, offset − plain model (same seed): {plain_interval(dn)} (lower is better); "
             f"rates chosen on valid NLL: {', '.join(format(r['lr'], 'g') for r in nll)}; budgets "
             f"{', '.join(str(r['budget']) for r in nll)}."
         )
@@ -759,7 +781,7 @@ def render_offset(name: str, off: dict[str, Any], plain: dict[str, Any] | None) 
         f"its level and dispersion fitted on train, the heuristic's exact ranking) "
         f"{mean('heuristic_only_valid_nll'):.4f}; chosen epoch {mean('chosen_valid_nll'):.4f}; "
         "chosen − heuristic-only "
-        + plain_iv([r["chosen_valid_nll"] - r["heuristic_only_valid_nll"] for r in nll])
+        + plain_interval([r["chosen_valid_nll"] - r["heuristic_only_valid_nll"] for r in nll])
         + " (below 0: the likelihood prefers the moved ranking).",
         f"- valid BPR@{k} (ratio ranking): heuristic {mean('heuristic_valid_bpr'):.3f}, start "
         f"{mean('start_valid_bpr'):.3f} (mean ranking {mean('start_valid_bpr_mean_rank'):.3f}, "
@@ -820,7 +842,7 @@ def render_offset(name: str, off: dict[str, Any], plain: dict[str, Any] | None) 
             f"NLL-only Δ valid vs heuristic {fmt_interval(o['valid_diff'])}, Δ test "
             f"{fmt_interval(o['test_diff'])}; Spearman with the heuristic at the chosen epoch "
             f"{statistics.fmean(r['chosen_spearman'] for r in orow.values()):.3f}; valid NLL − "
-            f"c = {off['offset_c']:g}'s {plain_iv(dn)}; c chosen per seed on valid NLL between "
+            f"c = {off['offset_c']:g}'s {plain_interval(dn)}; c chosen per seed on valid NLL between "
             f"the two (post hoc: c = {other['offset_c']:g} in {sum(d < 0 for d in dn)} of "
             f"{len(both)}): Δ valid vs heuristic {fmt_interval(chosen_c['valid'])}, Δ test "
             f"{fmt_interval(chosen_c['test'])}"
