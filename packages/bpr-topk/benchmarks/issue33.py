@@ -10,7 +10,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from history import DATASETS, README, RESULTS, summarise
+from history import (
+    DATASETS,
+    README,
+    RESULTS,
+    RULE_ROW,
+    merged,
+    offset_adopted,
+    offset_rule,
+    offset_verdicts,
+    put_block,
+    summarise,
+)
 
 START, END = "<!-- issue33:start -->", "<!-- issue33:end -->"
 NAMES = {
@@ -34,6 +45,11 @@ def _iv(d: dict[str, Any] | None) -> str:
 
 def rows() -> list[tuple[str, str, str]]:
     res = {n: r for n in DATASETS if (r := _load(f"history_{n}")) and len(r["seeds"]) > 1}
+    adopted = offset_adopted()  # table (e) then takes the offset model per seed (README rule)
+    for n in list(res):
+        off = _load(f"history_{n}_offset")
+        if adopted and off and len(off["seeds"]) > 1:
+            res[n] = merged(res[n], off)
     for n, r in res.items():  # runs before 0.8.0's prior fix are marked
         NAMES[n] = NAMES[n].split(" [")[0] + ("" if r.get("intercept_prior") else " [0.7.0 run]")
     summ = {n: {s["method"]: s for s in summarise(r)} for n, r in res.items()}
@@ -69,6 +85,20 @@ def rows() -> list[tuple[str, str, str]]:
                 + " by the rule fixed in advance (Δ valid NLL vs global "
                 f"{dn['mean']:+.4f} [{dn['lo']:+.4f}, {dn['hi']:+.4f}])"
             )
+    for n, v in offset_verdicts().items():
+        ev.append(
+            f"{NAMES[n].split(' [')[0]}, heuristic offset (0.9.0, N = {v['n']}): valid "
+            f"{_iv(v['valid'])}, test {_iv(v['test'])}; "
+            + ("enters (e) by the rule fixed in advance" if adopted else "does not enter (e)")
+        )
+    for n, r in offset_rule().items():
+        rule = r["table"][RULE_ROW]
+        ev.append(
+            f"{NAMES[n].split(' [')[0]}, offset with c chosen per seed on valid NLL "
+            f"(pre-registered, 0.9.0, N = {len(r['seeds'])}, {r['short']}): valid "
+            f"{_iv(rule['valid_vs_heuristic'])}, test {_iv(rule['test_vs_heuristic'])}; "
+            + ("met" if r["met"] else "missed")
+        )
     ok = all(summ[n]["NLL-only"]["valid_diff"]["verdict"] != "behind" for n in need)
     status = ("met" if ok and len(need) == 2 else "missed") + (
         "; behind on test: "
@@ -212,17 +242,9 @@ def prior_fix_text() -> str:
     return "\n".join(lines)
 
 
-def _put(text: str, start: str, end: str, body: str) -> str:
-    if start not in text or end not in text or not body:
-        return text
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{body}\n{end}{tail}"
-
-
 def render_readme() -> None:
-    text = _put(README.read_text(), START, END, render_text())
-    README.write_text(_put(text, FIX_START, FIX_END, prior_fix_text()))
+    text = put_block(README.read_text(), START, END, render_text())
+    README.write_text(put_block(text, FIX_START, FIX_END, prior_fix_text()))
 
 
 if __name__ == "__main__":

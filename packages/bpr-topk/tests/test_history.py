@@ -2,20 +2,26 @@
 survey twin (the positive control)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 from bpr_topk import (
     DAMLLoss,
     NegBinMixedEffects,
+    Split,
+    TopKData,
     best_heuristic,
     bpr,
     fit,
     heuristic_scores,
     make_survey_twin,
+    with_heuristic_offset,
     with_site_history_features,
 )
+from bpr_topk.experiment import make_model
 from bpr_topk.metrics import nanmean
+from bpr_topk.models import build_model
 from bpr_topk.train import select_checkpoint
 from test_train import Rates, _split
 
@@ -271,3 +277,75 @@ def test_history_protocol_extends_a_fine_tune_whose_checkpoint_is_its_last_epoch
         assert r["at_budget_end"] == (r["best_epoch"] == r["budget"])
         # a run is only left on its last epoch when the 4x cap stopped the doubling
         assert not r["at_budget_end"] or r["budget"] == 40 or r["rule"] != "paper"
+    alone = history_protocol(
+        data, 3, 0, cfg, EvalConfig(trials=1, num_samples=20), nll_lrs=(0.1,), finetune_lrs=(),
+    )  # fmt: skip
+    assert alone == rows[:1]  # no fine-tunes: the same NLL-only row, alone
+
+
+def _panel_without_lags(seed: int = 0, sites: int = 30) -> TopKData:
+    """Counts only (one constant feature, no lag columns): the heuristics read the y history."""
+    g = torch.Generator().manual_seed(seed)
+    rate = torch.rand(sites, generator=g) * 4
+    splits = {}
+    for i, (s, n) in enumerate((("train", 8), ("valid", 3), ("test", 3))):
+        y = torch.poisson(rate.expand(n, sites), generator=g).long()
+        t = torch.arange(n, dtype=torch.float32) + 8 * (i > 0) + 3 * (i > 1)
+        splits[s] = Split(torch.zeros(n, sites, 1), y, t[:, None].expand(n, sites), t.tolist())
+    return TopKData(**splits, site_ids=[str(i) for i in range(sites)], feature_names=["const"])
+
+
+@pytest.mark.parametrize(("rule", "window"), [("avg", 5), ("last", 1), ("mean", 1)])
+def test_offset_model_starts_at_the_heuristic_ranking(rule, window):
+    """log μ = log(h + c) + f_θ with f_θ a constant at the start: the mean is e^β0·(h + c), so
+    the mean ranking and its BPR are the heuristic's exactly (ties included)."""
+    d = make_survey_twin(80, seed=3)
+    h = with_heuristic_offset(with_site_history_features(d), rule, window, 0.1, source=d)
+    m = make_model("negbin", h, 0, "exp", site_slopes=False)
+    assert isinstance(m, NegBinMixedEffects) and m.offset_feature == h.num_features - 1
+    assert m.beta.numel() == h.num_features - 1  # the offset has no weight of its own
+    m.init_at_mean(h.train.y, h.train.X)
+    with torch.no_grad():
+        train_mean = m.mean(h.train.X, h.train.time).mean()
+        assert float(train_mean) == pytest.approx(float(h.train.y.float().mean()), rel=1e-4)
+        for s in ("valid", "test"):
+            sp = h.split(s)
+            mean = m.mean(sp.X, sp.time)
+            heur = heuristic_scores(d, s, rule, window)
+            assert torch.allclose(mean, torch.exp(m.beta0) * (heur + 0.1), rtol=1e-5)
+            assert nanmean(bpr(sp.y, mean, 8)) == nanmean(bpr(sp.y, heur, 8))
+            order = torch.argsort(mean, dim=-1, stable=True)
+            assert torch.equal(order, torch.argsort(heur, dim=-1, stable=True))
+        # the column is an offset, not a feature: moving every weight leaves its coefficient at 1
+        rebuilt = build_model("negbin", m.config())
+        rebuilt.load_state_dict(m.state_dict())
+        rebuilt.beta.add_(1.0)
+        X = h.valid.X.clone()
+        X[..., -1] += 0.5
+        ratio = rebuilt.mean(X, h.valid.time) / rebuilt.mean(h.valid.X, h.valid.time)
+        assert torch.allclose(ratio, torch.full_like(ratio, math.exp(0.5)), rtol=1e-5)
+    with pytest.raises(ValueError, match="needs link='exp'"):
+        NegBinMixedEffects(3, 2, link="softplus", offset_feature=1)
+    with pytest.raises(ValueError, match="offset_feature must be"):
+        NegBinMixedEffects(3, 2, offset_feature=2)
+    with pytest.raises(ValueError, match="already has an offset"):
+        with_heuristic_offset(h, rule, window, 0.1, source=d)
+
+
+def test_heuristic_offset_uses_past_counts_only():
+    """Raising every count of valid step i changes the offset from step i + 1 on and nowhere
+    before (train and valid steps <= i): no leakage of the step being forecast."""
+    d = _panel_without_lags()
+    i = 1
+    base = with_heuristic_offset(d, "avg", 3, 0.1)
+    y = d.valid.y.clone()
+    y[i] += 5
+    moved = with_heuristic_offset(replace(d, valid=replace(d.valid, y=y)), "avg", 3, 0.1)
+    assert torch.equal(base.train.X, moved.train.X)
+    assert torch.equal(base.valid.X[: i + 1], moved.valid.X[: i + 1])
+    assert not torch.equal(base.valid.X[i + 1], moved.valid.X[i + 1])
+    assert not torch.equal(base.test.X[0], moved.test.X[0])  # within the 3-step window
+    want = torch.log(heuristic_scores(d, "valid", "avg", 3) + 0.1)
+    assert torch.allclose(base.valid.X[..., -1], want)
+    with pytest.raises(ValueError, match="c must be"):
+        with_heuristic_offset(d, "avg", 3, 0.0)

@@ -46,6 +46,7 @@ _LAZY = {
     "lag_columns": "baselines",
     "with_history_features": "baselines",
     "with_site_history_features": "baselines",
+    "with_heuristic_offset": "baselines",
     "AmbiguousTargetError": "data",
     "Split": "data",
     "TopKData": "data",
@@ -162,6 +163,7 @@ __all__ = [
     "topk_oracle",
     "topk_ratio_rating",
     "toy9_outcomes",
+    "with_heuristic_offset",
     "with_history_features",
     "with_site_history_features",
     "write_topk_folder",
@@ -174,6 +176,7 @@ if TYPE_CHECKING:
         evaluate_heuristic,
         heuristic_scores,
         lag_columns,
+        with_heuristic_offset,
         with_history_features,
         with_site_history_features,
     )

@@ -340,3 +340,64 @@ def with_site_history_features(
         lags = set(lag_columns(data.feature_names).values())
         keep = [j for j in keep if j not in lags]
     return _append_features(data, {s: raw(s) for s in SPLITS}, names, keep)
+
+
+OFFSET_PREFIX = "offset_log_"
+
+
+def offset_feature_index(data: TopKData) -> int | None:
+    """Index of the heuristic-offset column (named ``offset_log_*``), or None without one."""
+    found = [j for j, n in enumerate(data.feature_names) if n.startswith(OFFSET_PREFIX)]
+    if len(found) > 1:
+        raise ValueError(f"data has more than one offset column: {found}")
+    return found[0] if found else None
+
+
+def with_heuristic_offset(
+    data: TopKData,
+    rule: str = "avg",
+    window: int = 5,
+    c: float = 0.1,
+    source: TopKData | None = None,
+) -> TopKData:
+    """A copy of ``data`` with one more column, the log-offset ``o = log(h + c)`` of the
+    heuristic ``h`` = :func:`heuristic_scores` (``rule``, ``window``) of ``source`` (default
+    ``data``; pass the data before :func:`with_site_history_features`, which drops the lag
+    columns the heuristics read). h at step t uses counts of steps before t only.
+
+    The column is named ``offset_log_<target>_<rule>_<W>_plus_<c>`` and kept on its raw scale
+    (recorded mean 0, std 1, not standardised): :func:`~bpr_topk.experiment.make_model` finds it
+    by name and gives :class:`~bpr_topk.models.NegBinMixedEffects` ``offset_feature`` = its
+    index, so ``log μ = log(h + c) + f_θ(x)`` and the model starts at the heuristic's ranking.
+    ``c > 0`` keeps sites with h = 0 finite (they all tie, as in the heuristic).
+    """
+    if rule not in HEURISTICS:
+        raise ValueError(f"rule must be one of {HEURISTICS}; got {rule!r}")
+    if not (c > 0 and c == c and c != float("inf")):
+        raise ValueError(f"c must be a finite number > 0; got {c!r}")
+    if offset_feature_index(data) is not None:
+        raise ValueError("the data already has an offset column")
+    src = data if source is None else source
+    if src.num_sites != data.num_sites or any(
+        src.split(s).num_steps != data.split(s).num_steps for s in SPLITS
+    ):
+        raise ValueError("source must have the same sites and steps as data")
+    w = window if rule == "avg" else 1
+    name = f"{OFFSET_PREFIX}{data.target_name}_{rule}_{w}_plus_{c:g}"
+    F = data.num_features
+    mean = data.feature_mean if data.feature_mean.numel() == F else torch.zeros(F)
+    std = data.feature_std if data.feature_std.numel() == F else torch.ones(F)
+    splits = {}
+    for s in SPLITS:
+        sp = data.split(s)
+        o = torch.log(heuristic_scores(src, s, rule, window) + c).to(sp.X.dtype)
+        splits[s] = Split(torch.cat([sp.X, o.unsqueeze(-1)], -1), sp.y, sp.time, list(sp.timesteps))
+    return replace(
+        data,
+        train=splits["train"],
+        valid=splits["valid"],
+        test=splits["test"],
+        feature_names=[*data.feature_names, name],
+        feature_mean=torch.cat([mean, torch.zeros(1)]),
+        feature_std=torch.cat([std, torch.ones(1)]),
+    )

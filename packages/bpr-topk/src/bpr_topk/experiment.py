@@ -7,6 +7,7 @@ mean rankings, adds the non-learned baselines and draws the BPR-vs-NLL (Pareto) 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,12 @@ from typing import Any
 import torch
 
 from ._contract import mean_std, table
-from .baselines import best_heuristic, evaluate_heuristic, heuristic_family
+from .baselines import (
+    best_heuristic,
+    evaluate_heuristic,
+    heuristic_family,
+    offset_feature_index,
+)
 from .data import TopKData
 from .decision import PGTopK, SPOPlusTopK
 from .losses import DAMLLoss
@@ -80,7 +86,10 @@ def make_model(
     site_slopes: bool = True,
 ) -> ForecastModel:
     """``negbin`` (Eq. 15, uses the features; ``link`` g, ``dispersion`` global or per site) or
-    ``truncnorm`` (Eq. 14, official initialisation number ``seed`` unless ``init_index``)."""
+    ``truncnorm`` (Eq. 14, official initialisation number ``seed`` unless ``init_index``).
+
+    When ``data`` has a heuristic-offset column (:func:`~bpr_topk.baselines.with_heuristic_offset`)
+    the negbin model takes it as its fixed offset (``offset_feature``; exp link needed)."""
     if kind == "negbin":
         gen = torch.Generator().manual_seed(seed)
         return NegBinMixedEffects(
@@ -90,6 +99,7 @@ def make_model(
             generator=gen,
             dispersion=dispersion,  # type: ignore[arg-type]
             site_slopes=site_slopes,
+            offset_feature=offset_feature_index(data),
         )
     if kind == "truncnorm":
         return TruncNormMixture.official_init(
@@ -150,7 +160,7 @@ def train_one(
         kind, data, seed, cfg.link, dispersion=cfg.dispersion, site_slopes=cfg.site_slopes
     )
     if cfg.init == "mean" and isinstance(model, NegBinMixedEffects):
-        model.init_at_mean(data.train.y)
+        model.init_at_mean(data.train.y, data.train.X)
     if not cfg.site_slopes and isinstance(model, NegBinMixedEffects):
         with torch.no_grad():
             model.b1.zero_()
@@ -545,9 +555,12 @@ def history_protocol(
     finetune_lrs: tuple[float, ...] = (0.01, 0.03),
     finetune_epochs: int = 100,
     progress: bool = False,
+    nll_hook: Callable[[ForecastModel, FitResult], dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """NLL-only, DAML (three selection rules) and BPR-only on ``data`` for one seed; every choice
     on the validation split. Returns one row per method with valid and test BPR/NLL/MAE.
+    ``nll_hook(model, fit_result)`` (optional) is called on the chosen NLL-only fit; the dict it
+    returns is added to the NLL-only row (diagnostics of the benchmarks).
 
     - **NLL-only**: the negative-binomial model (Eq. 15, exp link, per-site random intercept;
       the per-site slopes on time are held at 0: extrapolated past the training steps they
@@ -564,7 +577,8 @@ def history_protocol(
       NLL-only model) are pooled and one is chosen per rule (:func:`select_checkpoint`): for DAML
       ``paper`` (App. C.2, reference = the NLL-only valid BPR), ``code`` (the official
       ``nll − λ·bpr``) and ``tradeoff`` (best valid BPR within ``cfg.nll_tolerance`` of the
-      NLL-only valid NLL); BPR-only keeps its best valid BPR.
+      NLL-only valid NLL); BPR-only keeps its best valid BPR. With ``finetune_lrs`` empty
+      there are no fine-tunes and the NLL-only row is returned alone.
     """
     from .train import select_checkpoint
 
@@ -592,8 +606,11 @@ def history_protocol(
             "stopped_epoch": nll_res.stopped_epoch,
             "at_budget_end": nll_res.at_budget_end,
             **_valid_test(nll_model, data, k, ev, cfg.denominator_offset),
+            **(nll_hook(nll_model, nll_res) if nll_hook is not None else {}),
         }
     ]
+    if not finetune_lrs:  # NLL-only fits only
+        return rows
     init = nll_res.best_state
     ft_cfg = replace(
         cfg,

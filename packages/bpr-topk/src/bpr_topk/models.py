@@ -66,13 +66,21 @@ class NegBinMixedEffects(ForecastModel):
 
     ``η_st = β0 + βᵀx_st + b_0s + b_1s·t``, ``y_st ~ NegBin(total_count=g(η_st), probs=q)``,
     ``q = sigmoid(ζ)``, ``(b_0s, b_1s) ~ N(0, Σ)`` with ``Σ = [[σ0², ρσ0σ1], [ρσ0σ1, σ1²]]``,
-    ``ρ = tanh(u)``. Parameters: P = 2S + F + 5.
+    ``ρ = tanh(u)``. Parameters: P = 2S + F + 5 (F + 4 with an offset column).
 
     ``dispersion="site"`` (ours; the paper's and the official model's ``q`` is one global
     parameter) gives every site its own dispersion at the same mean: ``q_s = sigmoid(ζ + δ_s)``
     and ``total_count = g(η_st)·exp(−δ_s)``, so the mean ``g(η_st)·e^ζ`` does not depend on
     ``δ`` and the variance is ``mean / (1 − q_s)``; ``δ_s ~ N(0, dispersion_scale²)`` enters
     :meth:`log_prior` (P = 3S + F + 5). With ``δ = 0`` the model equals the global one.
+
+    ``offset_feature=j`` (ours) makes feature column ``j`` an *offset*: it enters ``η`` with the
+    fixed coefficient 1 and is left out of ``βᵀx`` (β then has F − 1 entries), so
+    ``η_st = o_st + β0 + βᵀx_st(without j) + b_0s + b_1s·t``. With the offset
+    ``o = log(h + c)`` of a heuristic score h (:func:`~bpr_topk.baselines.with_heuristic_offset`)
+    and the exp link the mean is ``(h + c)·exp(f_θ)``: at f_θ = constant
+    (:meth:`init_at_mean`) the model ranks exactly as the heuristic, and training learns
+    only the departure from it.
 
     ``site_slopes=False`` holds every ``b_1s`` at 0 (not trained) and makes the prior the
     univariate ``Σ_s log N(b_0s; 0, σ0²)``: with the bivariate prior and ``b_1 = 0`` the
@@ -91,6 +99,8 @@ class NegBinMixedEffects(ForecastModel):
         dispersion_scale: prior standard deviation of δ_s (``dispersion="site"`` only).
         site_slopes: learn the per-site random slopes ``b_1s`` (Eq. 15, default) or hold them
             at 0 with the random-intercept prior alone.
+        offset_feature: index of the feature column used as a fixed offset of ``η`` (see
+            above), or None (default: every feature gets a weight, Eq. 15).
     """
 
     def __init__(
@@ -104,6 +114,7 @@ class NegBinMixedEffects(ForecastModel):
         dispersion: Literal["global", "site"] = "global",
         dispersion_scale: float = 1.0,
         site_slopes: bool = True,
+        offset_feature: int | None = None,
     ) -> None:
         super().__init__()
         if num_sites < 1 or num_features < 0:
@@ -120,14 +131,28 @@ class NegBinMixedEffects(ForecastModel):
             raise ValueError(f"dispersion must be 'global' or 'site'; got {dispersion!r}")
         if not (math.isfinite(dispersion_scale) and dispersion_scale > 0):
             raise ValueError(f"dispersion_scale must be > 0; got {dispersion_scale!r}")
+        if offset_feature is not None and link != "exp":
+            raise ValueError(f"offset_feature needs link='exp' (log μ = offset + f); got {link!r}")
+        if offset_feature is not None and (
+            isinstance(offset_feature, bool)
+            or not isinstance(offset_feature, int)
+            or not 0 <= offset_feature < num_features
+        ):
+            raise ValueError(
+                f"offset_feature must be None or a feature index in 0..{num_features - 1}; "
+                f"got {offset_feature!r}"
+            )
         self.num_sites, self.num_features = num_sites, num_features
         self.link, self.scale_link, self.prior = link, scale_link, prior
+        self.offset_feature = offset_feature
+        keep = [j for j in range(num_features) if j != offset_feature]
+        self.register_buffer("_keep", torch.tensor(keep, dtype=torch.long), persistent=False)
 
         def normal(*shape: int) -> nn.Parameter:
             return nn.Parameter(torch.randn(shape, generator=generator))
 
         self.beta0 = normal()
-        self.beta = normal(num_features)
+        self.beta = normal(len(keep))
         self.b0 = nn.Parameter(torch.zeros(num_sites))
         self.b1 = nn.Parameter(torch.zeros(num_sites))
         self.sigma0_raw = normal()
@@ -142,11 +167,28 @@ class NegBinMixedEffects(ForecastModel):
             self.delta = nn.Parameter(torch.zeros(num_sites))
 
     @torch.no_grad()
-    def init_at_mean(self, y: Tensor) -> NegBinMixedEffects:
+    def init_at_mean(self, y: Tensor, X: Tensor | None = None) -> NegBinMixedEffects:
         """Start at the constant forecast: β = 0, b0 = b1 = 0, q = ½ and β0 such that every
         site's mean is the average count of ``y`` (ours; the official initialisation draws β0, β
-        and ζ from N(0, 1), which with many features starts far from the data). Returns self."""
+        and ζ from N(0, 1), which with many features starts far from the data). Returns self.
+
+        With an offset (``offset_feature``) the mean is ``exp(o_st + β0)``: β0 then matches the
+        average of ``y`` to that of ``exp(o)`` over the features ``X`` of the same steps (needed),
+        so f_θ = β0 is a constant and the ranking is the offset's."""
         level = float(y.to(torch.float32).mean().clamp_min(1e-3))
+        if self.offset_feature is not None:
+            if X is None:
+                raise ValueError("init_at_mean needs the features X of y's steps with an offset")
+            o = X[..., self.offset_feature].to(torch.float32)
+            self.beta.zero_()
+            self.b0.zero_()
+            self.b1.zero_()
+            self.zeta.zero_()
+            if self.dispersion == "site":
+                self.delta.zero_()
+            log_mean_offset = float(torch.logsumexp(o.flatten(), 0)) - math.log(o.numel())
+            self.beta0.fill_(math.log(level) - log_mean_offset)
+            return self
         self.beta.zero_()
         self.b0.zero_()
         self.b1.zero_()
@@ -167,6 +209,7 @@ class NegBinMixedEffects(ForecastModel):
             "dispersion": self.dispersion,
             "dispersion_scale": self.dispersion_scale,
             "site_slopes": self.site_slopes,
+            "offset_feature": self.offset_feature,
         }
 
     def eta(self, X: Tensor, time: Tensor) -> Tensor:
@@ -178,7 +221,10 @@ class NegBinMixedEffects(ForecastModel):
             )
         if time.shape != X.shape[:-1]:
             raise ValueError(f"time must have shape {tuple(X.shape[:-1])}; got {tuple(time.shape)}")
-        return self.beta0 + X @ self.beta + self.b0 + self.b1 * time
+        if self.offset_feature is None:
+            return self.beta0 + X @ self.beta + self.b0 + self.b1 * time
+        linear = X.index_select(-1, self._keep) @ self.beta
+        return X[..., self.offset_feature] + self.beta0 + linear + self.b0 + self.b1 * time
 
     def forward(self, X: Tensor | None = None, time: Tensor | None = None) -> Distribution:
         if X is None or time is None:
