@@ -62,7 +62,10 @@ HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULT = HERE / "results" / "comparison.json"
 DEFAULT_DATA = Path(os.environ.get("ICML25_DATA", PKG.parents[1].parent / "shared" / "data"))
-SETTINGS = ("obqa", "causal", "mmlu")
+SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide")
+# ``obqa_wide``: the obqa comparison rebuilt on the extended grids (GRID) from the base up; the
+# same cached data and per-seed splits as ``obqa``, its own weights.
+DATA_OF = {"obqa_wide": "obqa"}
 SETTING_LABELS = {"obqa": "OpenBookQA", "mmlu": "MMLU-internal"}
 METHODS = ("ts", "cft", "ls", "long_sft", "rcft")
 STAGES = ("uniform", "base", "aligned", *METHODS)
@@ -231,6 +234,12 @@ def tcfg(spec: dict[str, Any], seed: int, **extra: Any) -> C.TrainConfig:
     return C.TrainConfig(**spec, n_bins=PROTOCOL["n_bins"], eval_batch_size=256, seed=seed, **extra)
 
 
+def wide_of(stage: str, setting: str) -> str:
+    """The GRID key a stage trains on: ``base_wide`` / ``cft_wide`` as named, and every base / CFT
+    stage of ``obqa_wide``."""
+    return f"{stage}_wide" if setting == "obqa_wide" and stage in ("base", "cft") else stage
+
+
 def setting_dir(work: Path, setting: str) -> Path:
     """Where a setting's cached states and weights live: ``--work`` itself for ``obqa``, a
     sub-folder named after the setting otherwise."""
@@ -286,7 +295,7 @@ def run_cell(
         }  # fmt: skip
     elif stage in ("base", "base_wide"):
         model = copy.deepcopy(scorer0)
-        spec = {**PROTOCOL["base"], **GRID.get(stage, {})}
+        spec = {**PROTOCOL["base"], **GRID.get(wide_of(stage, setting), {})}
         fit = C.train(model, sp["base"], tcfg(spec, seed * 100 + 1), None, sp["val"])
         if stage == "base":
             torch.save(model.state_dict(), work / f"seed{seed}_base.pt")
@@ -318,9 +327,11 @@ def run_cell(
             offset = {"cft": 10, "cft_wide": 10, "ls": 11, "long_sft": 12, "rcft": 13}[stage]
             s = seed * 100 + offset
             if stage in ("cft", "cft_wide"):
-                cfg, reg = tcfg({**PROTOCOL["cft"], **GRID.get(stage, {})}, s), None
+                cfg = tcfg({**PROTOCOL["cft"], **GRID.get(wide_of(stage, setting), {})}, s)
+                reg = None
             elif stage == "ls":
-                cfg = tcfg(PROTOCOL["cft"], s, label_smoothing=PROTOCOL["label_smoothing"])
+                spec = {**PROTOCOL["cft"], **GRID.get(wide_of("cft", setting), {})}
+                cfg = tcfg(spec, s, label_smoothing=PROTOCOL["label_smoothing"])
                 reg = None
             elif stage == "long_sft":
                 cfg, reg = tcfg(PROTOCOL["long"], s), None
@@ -435,7 +446,7 @@ def run(args: argparse.Namespace) -> None:
         if setting == "causal":
             continue
         t0 = time.perf_counter()
-        caches[setting] = load_cache(args, setting)
+        caches[setting] = load_cache(args, DATA_OF.get(setting, setting))
         r["n"][setting] = {k: len(v) for k, v in caches[setting][1].items()}
         r["cache_seconds"][setting] = time.perf_counter() - t0
         if setting == "mmlu":
@@ -689,9 +700,10 @@ def selections(cells: dict[str, Any], setting: str, p: dict[str, Any]) -> list[s
     """The per-seed selections line of a MiniLM setting (edges flagged)."""
     diag = []
     for s in seeds_with(cells, ["base"], setting):
-        be = cells[f"{setting}/{s}/base"]["selected_epoch"]
-        edge = " (edge)" if be in (0, p["base"]["epochs"]) else ""
-        bits = [f"seed {s}: base epoch {be}/{p['base']['epochs']}{edge}"]
+        c = cells[f"{setting}/{s}/base"]
+        be, epochs = c["selected_epoch"], c.get("epochs", p["base"]["epochs"])
+        edge = " (edge)" if be in (0, epochs) else ""
+        bits = [f"seed {s}: base epoch {be}/{epochs}{edge}"]
         a = cells.get(f"{setting}/{s}/aligned")
         if a:
             bits.append(f"DPO reward accuracy {a['dpo_last10']['reward_accuracy']:.2f}")
@@ -789,8 +801,13 @@ def wide_grids(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[s
             "(same learning rate, schedule over the longer run, same data-order seed)"
             for st in have
         )
-        + ". `base, 8-epoch grid` is measured on its own (nothing downstream is rebuilt from "
-        "it); `CFT, 8-epoch grid` starts from the same aligned model as the methods above. "
+        + ". `base, 8-epoch grid` is measured on its own here"
+        + (
+            " (setting (d) below rebuilds the later stages from it)"
+            if seeds_with(cells, ["base"], "obqa_wide")
+            else " (nothing downstream is rebuilt from it)"
+        )
+        + "; `CFT, 8-epoch grid` starts from the same aligned model as the methods above. "
         "Commands: " + ", ".join(f"`{r['commands'][f'{setting}/{st}']}`" for st in have) + ".",
         "",
     ]
@@ -801,6 +818,17 @@ def wide_grids(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[s
     lines += diff_table(cells, setting, (), r["protocol"]["ni_margin"], pairs)
     if reading(cells, setting, ("cft_wide",)):
         lines += ["", reading(cells, setting, ("cft_wide",))]
+    changed = [
+        f"against {NAMES[ref]} {where}: {verdict(cells, setting, 'cft', ref, sp)} → "
+        f"{verdict(cells, setting, 'cft_wide', ref, sp)}"
+        for ref in ("long_sft", "ts")
+        for sp, where in (("id_test", "in domain"), ("ood_test", "out of domain"))
+        if verdict(cells, setting, "cft_wide", ref, sp)
+        and verdict(cells, setting, "cft", ref, sp) != verdict(cells, setting, "cft_wide", ref, sp)
+    ]
+    if changed:
+        lines += ["", "CFT's verdicts that change from the 4-epoch to the 8-epoch grid: "
+                  + "; ".join(changed) + "."]  # fmt: skip
     sel, worst, edges, picks = [], 0.0, 0, 0
     for s in sorted({s for st in have for s in seeds_with(cells, [st], setting)}):
         bits = []
@@ -870,6 +898,24 @@ def mmlu_section(r: dict[str, Any], cells: dict[str, Any]) -> list[str]:
     ]
 
 
+WIDE_STAGES = ("uniform", "base", "aligned", "ts", "cft", "long_sft")  # what obqa_wide ran
+
+
+def wide_section(r: dict[str, Any], cells: dict[str, Any]) -> list[str]:
+    g, w = r["grid_protocol"], "obqa_wide"
+    full = len(seeds_with(cells, list(WIDE_STAGES), w))
+    cmd = next((c for k, c in r["commands"].items() if k.startswith(w)), "")
+    return [
+        f"**(d) Setting `{w}`** — (a) rebuilt from the base up on the extended grids: base SFT "
+        f"{g['base_wide']['epochs']} epochs, CFT {g['cft_wide']['epochs']} epochs, everything else "
+        "as in (a) (the same cached states, splits, seeds and test questions). Stages run: "
+        "base, DPO, TS, CFT, long SFT (label smoothing and RCFT not run: the CPU time). Seeds with "
+        f"these stages: {full} of 5; command `{cmd}`.",
+        "",
+        *minilm_body(r, cells, w),
+    ]
+
+
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
     cells = flat_cells(raw)
@@ -928,6 +974,9 @@ def render(r: dict[str, Any]) -> str:
     mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
     if mmlu:
         lines += ["", *mmlu_section(r, cells)]
+    wide = seeds_with(cells, list(WIDE_STAGES), "obqa_wide")
+    if seeds_with(cells, ["base"], "obqa_wide"):
+        lines += ["", *wide_section(r, cells)]
     left = {
         "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
         "causal": sorted(set(range(5)) - set(cs)),
@@ -950,10 +999,10 @@ def render(r: dict[str, Any]) -> str:
     ):
         if len(seeds_with(cells, [st])) < 5:
             missing.append(f"{what} for 5 seeds")
-    missing.append(
-        "the `obqa` stages after base rebuilt from the base model of the 8-epoch grid (measured "
-        "alone in the extended-grids block)"
-    )
+    if len(wide) < 5:
+        gone = sorted(set(range(5)) - set(wide))
+        missing.append(f"`obqa_wide` (the comparison on the 8-epoch grids) seeds {gone} (of 5)")
+    missing.append("label smoothing and RCFT on the 8-epoch grids (`obqa_wide`)")
     lines += [
         "",
         "**Not yet measured:** " + "; ".join(missing) + ". Continue with "

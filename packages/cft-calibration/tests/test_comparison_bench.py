@@ -115,3 +115,29 @@ def test_wide_grid_block_pairs_the_extended_cft_with_the_references(comparison):
     assert "rebuilt for seeds [0]" in text and "cells: 5.0e-04" in text
     assert "base, 8-epoch grid |" not in text  # no base_wide cells, no row
     assert comparison.wide_grids(r, {}, "obqa") == []
+
+
+def test_wide_grid_block_names_the_verdicts_that_change(comparison):
+    cells = {}
+    for s in range(5):
+        cells[f"obqa/{s}/cft"] = _method_cell(0.08 + 0.002 * (s - 2), epoch=4, epochs=4)
+        cells[f"obqa/{s}/long_sft"] = _method_cell(0.05)
+        cells[f"obqa/{s}/ts"] = _method_cell(0.08)
+        cells[f"obqa/{s}/cft_wide"] = _method_cell(0.05 + 0.001 * (s - 2), epoch=6, epochs=8)
+    r = {"protocol": comparison.PROTOCOL, "grid_protocol": comparison.GRID, "commands": {}}
+    r["commands"]["obqa/cft_wide"] = "c"
+    text = "\n".join(comparison.wide_grids(r, cells, "obqa"))
+    assert "against long SFT in domain: behind → tied with" in text
+    assert "against temperature scaling in domain: tied with → ahead of" in text
+    del cells["obqa/4/cft_wide"]  # 4 seeds: no verdicts, so nothing is said to change
+    assert "verdicts that change" not in "\n".join(comparison.wide_grids(r, cells, "obqa"))
+
+
+def test_obqa_wide_trains_base_and_cft_on_the_extended_grids(comparison):
+    assert comparison.wide_of("base", "obqa_wide") == "base_wide"
+    assert comparison.wide_of("cft", "obqa_wide") == "cft_wide"
+    assert comparison.wide_of("long_sft", "obqa_wide") == "long_sft"
+    assert comparison.wide_of("base", "obqa") == "base"
+    assert comparison.wide_of("cft_wide", "obqa") == "cft_wide"
+    assert comparison.DATA_OF["obqa_wide"] == "obqa"
+    assert comparison.GRID["base_wide"]["epochs"] > comparison.PROTOCOL["base"]["epochs"]
