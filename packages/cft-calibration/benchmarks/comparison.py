@@ -15,7 +15,8 @@ Setting ``mmlu`` (MMLU-internal): the same model and stages on MMLU alone. In do
 MMLU subjects by question count until they hold 6,000 questions (10 subjects, 6,118 questions),
 2,000 of them drawn as the in-domain test and the rest as the train pool; out of domain: 2,000
 questions drawn over the other 47 subjects. Setting ``causal``: ``run_causal_lm`` on OpenBookQA
-(see :func:`run_causal_cell`).
+(see :func:`run_causal_cell`). Setting ``obqa_wide``: ``obqa`` rebuilt from the base up with base
+SFT and CFT on the extended epoch grids (``GRID``).
 
 Positive control first: a MiniLM setting's calibration stages run only while its base models pass
 (lowest 95% Wilson lower bound of in-domain accuracy over the seeds above 0.30); ``--control-only``
@@ -1015,13 +1016,16 @@ def render(r: dict[str, Any]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4],
+                   help="seeds; each gives its own base / validation / calibration-train split "
+                        "and training seeds")  # fmt: skip
     p.add_argument("--work", type=Path, default=PKG / "runs" / "comparison",
                    help="cached states and per-seed weights")  # fmt: skip
     p.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS),
                    help="benchmark settings, run in this order: obqa (OpenBookQA in domain, MMLU "
                         "out of domain), causal (a small decoder, same tests), mmlu (MMLU's largest "
-                        "subjects in domain, the other subjects out of domain)")  # fmt: skip
+                        "subjects in domain, the other subjects out of domain), obqa_wide (obqa "
+                        "with base SFT and CFT on the extended epoch grids, GRID)")  # fmt: skip
     p.add_argument("--stages", nargs="+", choices=(*STAGES, *GRID), default=None,
                    help="stages of the MiniLM settings to run (default: every stage of the "
                         "protocol); base_wide / cft_wide are base / CFT on the extended epoch grids "
