@@ -2,7 +2,7 @@
 after a fine-tuned MiniLM is made overconfident by real DPO; paired over seeds, in-domain and
 out-of-domain, with test sets of >= 2,000 questions.
 
-Setting ``obqa`` (the one implemented): all-MiniLM-L6-v2 as ``BertForMultipleChoice``;
+Setting ``obqa``: all-MiniLM-L6-v2 as ``BertForMultipleChoice``;
 ``TopLayerScorer`` caches the frozen embeddings + first 5 layers once, and every stage trains the
 last transformer layer, the pooler and the classifier (CPU budget; the positive control fine-tunes
 every weight). Fixed splits (the same for every seed and method, so differences are paired):
@@ -10,6 +10,18 @@ in-domain test = OpenBookQA official test (500) + dev (500) + 1,000 questions dr
 (2,000); out-of-domain test = 2,000 MMLU test questions drawn over all 57 subjects (no MMLU subject
 is trained on). Per seed the remaining 3,957 train questions are split into base (SFT + DPO),
 calibration-train and validation.
+
+Setting ``mmlu`` (MMLU-internal): the same model and stages on MMLU alone. In domain: the largest
+MMLU subjects by question count until they hold 6,000 questions (10 subjects, 6,118 questions),
+2,000 of them drawn as the in-domain test and the rest as the train pool; out of domain: 2,000
+questions drawn over the other 47 subjects. Setting ``causal``: ``run_causal_lm`` on OpenBookQA
+(see :func:`run_causal_cell`). Setting ``obqa_wide``: ``obqa`` rebuilt from the base up with base
+SFT and CFT on the extended epoch grids (``GRID``).
+
+Positive control first: a MiniLM setting's calibration stages run only while its base models pass
+(lowest 95% Wilson lower bound of in-domain accuracy over the seeds above 0.30); ``--control-only``
+runs just the base cells (the base cell of ``mmlu`` also stores a diagnosis: training accuracy,
+the majority-letter baseline, in-domain accuracy per subject).
 
 Per seed: base SFT (epoch selected by validation accuracy) -> real DPO against the frozen base
 (``dpo_align``; gold over every wrong option) = the *aligned* model -> from the aligned model:
@@ -21,6 +33,7 @@ finished cells (base and aligned weights and the cached states are kept under ``
 
 Usage (from packages/cft-calibration; single-threaded):
     python benchmarks/comparison.py --seeds 0 1 2 3 4 --resume
+    python benchmarks/comparison.py --settings mmlu --seeds 0 --control-only --resume
     python benchmarks/comparison.py --render-only
 """
 
@@ -40,12 +53,21 @@ from typing import Any
 import cft_calibration as C
 import torch
 from cft_calibration.cached import HiddenSplit, TopLayerScorer
-from run import require_openbookqa, write_readme  # the sibling script: one README block writer
+from run import (  # the sibling script: one README block writer
+    portable_command,
+    require_openbookqa,
+    write_readme,
+)
 
 HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULT = HERE / "results" / "comparison.json"
 DEFAULT_DATA = Path(os.environ.get("ICML25_DATA", PKG.parents[1].parent / "shared" / "data"))
+SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide")
+# ``obqa_wide``: the obqa comparison rebuilt on the extended grids (GRID) from the base up; the
+# same cached data and per-seed splits as ``obqa``, its own weights.
+DATA_OF = {"obqa_wide": "obqa"}
+SETTING_LABELS = {"obqa": "OpenBookQA", "mmlu": "MMLU-internal"}
 METHODS = ("ts", "cft", "ls", "long_sft", "rcft")
 STAGES = ("uniform", "base", "aligned", *METHODS)
 NAMES = {
@@ -57,6 +79,8 @@ NAMES = {
     "ls": "label smoothing",
     "long_sft": "long SFT",
     "rcft": "RCFT (EM-ECE)",
+    "base_wide": "base, 8-epoch grid",
+    "cft_wide": "CFT, 8-epoch grid",
 }
 # Settings fixed before any run (no tuning on test). Sizes are the CPU budget.
 PROTOCOL: dict[str, Any] = {
@@ -77,13 +101,54 @@ PROTOCOL: dict[str, Any] = {
 }
 # Setting ``causal``: run_causal_lm's defaults (CausalLMConfig) except the data, fixed in advance.
 CAUSAL: dict[str, Any] = {"questions": 2000, "threads": 1}
+# Epoch grids extended after the 0.4.0 run put selections on the edge (base 4/4 in 4 of 5 ``obqa``
+# seeds, CFT 4/4 in 3): extra stages, the same as ``base`` / ``cft`` but for the epochs (same data
+# order seeds); ``cft_wide`` starts from the same aligned model as every other method of its seed.
+GRID: dict[str, dict[str, Any]] = {"base_wide": {"epochs": 8}, "cft_wide": {"epochs": 8}}
+# Setting ``mmlu``: PROTOCOL's stages on MMLU alone, fixed before any run. In-domain subjects: the
+# largest MMLU subjects by test-question count (ties by name) until they hold ``id_questions``;
+# ``id_test`` of them drawn as the in-domain test, the rest is the train pool (per seed: PROTOCOL's
+# val / base_questions, the remainder calibration-train); out of domain: ``ood_test`` questions
+# drawn over every other subject.
+MMLU: dict[str, Any] = {"id_questions": 6000, "id_test": 2000, "ood_test": 2000}
 
 
 # ------------------------------------------------------------------------------------ data
 
 
-def fixed_splits(data: Path) -> dict[str, list[C.MCItem]]:
-    """The seed-independent splits: in-domain test, OOD test, and the train pool."""
+def mmlu_subjects(items: list[C.MCItem], want: int) -> list[str]:
+    """The largest subjects by question count (ties by name) until they hold >= ``want`` questions."""
+    counts: dict[str, int] = {}
+    for it in items:
+        counts[str(it.subject)] = counts.get(str(it.subject), 0) + 1
+    if sum(counts.values()) < want:
+        raise ValueError(f"mmlu_subjects: {sum(counts.values())} questions, fewer than {want}")
+    chosen, total = [], 0
+    for name in sorted(counts, key=lambda k: (-counts[k], k)):
+        if total >= want:
+            break
+        chosen.append(name)
+        total += counts[name]
+    return sorted(chosen)
+
+
+def fixed_splits(data: Path, setting: str = "obqa") -> dict[str, list[C.MCItem]]:
+    """The seed-independent splits of a setting: in-domain test, OOD test, and the train pool."""
+    if setting == "mmlu":
+        mmlu = C.load_mmlu(data / "mmlu", split="test")
+        subjects = set(mmlu_subjects(mmlu, MMLU["id_questions"]))
+        inside = [it for it in mmlu if it.subject in subjects]
+        outside = [it for it in mmlu if it.subject not in subjects]
+        idx = list(range(len(inside)))
+        random.Random(12345).shuffle(idx)
+        k = MMLU["id_test"]
+        oidx = list(range(len(outside)))
+        random.Random(54321).shuffle(oidx)
+        return {
+            "id_test": [inside[i] for i in sorted(idx[:k])],
+            "ood_test": [outside[i] for i in sorted(oidx[: MMLU["ood_test"]])],
+            "pool": [inside[i] for i in sorted(idx[k:])],
+        }
     folder = data / "openbookqa" / "Main"
     train = C.load_openbookqa(folder, split="train")
     rng = random.Random(12345)
@@ -103,9 +168,11 @@ def fixed_splits(data: Path) -> dict[str, list[C.MCItem]]:
     return {"id_test": id_test, "ood_test": ood, "pool": pool}
 
 
-def load_cache(args: argparse.Namespace) -> tuple[TopLayerScorer, dict[str, HiddenSplit]]:
+def load_cache(
+    args: argparse.Namespace, setting: str = "obqa"
+) -> tuple[TopLayerScorer, dict[str, HiddenSplit]]:
     """The scorer (pretrained MiniLM top, new classifier) and the cached bottom states of every split
-    (computed once, saved under ``--work``)."""
+    of a setting (computed once, saved under ``--work``)."""
     import transformers
     from cft_calibration.features import minilm_path
 
@@ -118,19 +185,22 @@ def load_cache(args: argparse.Namespace) -> tuple[TopLayerScorer, dict[str, Hidd
         model, tok, PROTOCOL["train_layers"], PROTOCOL["max_length"], torch.float16
     )
     cache: dict[str, HiddenSplit] = {}
-    args.work.mkdir(parents=True, exist_ok=True)
+    work = setting_dir(args.work, setting)
     splits = None
     for name in ("id_test", "ood_test", "pool"):
-        f = args.work / f"cache_{name}.pt"
+        f = work / f"cache_{name}.pt"
         if f.is_file():
             cache[name] = HiddenSplit(**torch.load(f))
             continue
-        splits = splits or fixed_splits(args.data)
+        splits = splits or fixed_splits(args.data, setting)
         t0 = time.perf_counter()
         hs = scorer.encode(splits[name], batch_size=32)
         torch.save(vars(hs), f)
         cache[name] = hs
-        print(f"cached {name}: {len(hs)} questions, {time.perf_counter() - t0:.0f} s", flush=True)
+        print(
+            f"cached {setting} {name}: {len(hs)} questions, {time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
     return scorer, cache
 
 
@@ -165,16 +235,57 @@ def tcfg(spec: dict[str, Any], seed: int, **extra: Any) -> C.TrainConfig:
     return C.TrainConfig(**spec, n_bins=PROTOCOL["n_bins"], eval_batch_size=256, seed=seed, **extra)
 
 
+def wide_of(stage: str, setting: str) -> str:
+    """The GRID key a stage trains on: ``base_wide`` / ``cft_wide`` as named, and every base / CFT
+    stage of ``obqa_wide``."""
+    return f"{stage}_wide" if setting == "obqa_wide" and stage in ("base", "cft") else stage
+
+
+def setting_dir(work: Path, setting: str) -> Path:
+    """Where a setting's cached states and weights live: ``--work`` itself for ``obqa``, a
+    sub-folder named after the setting otherwise."""
+    out = work if setting == "obqa" else work / setting
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def base_diagnosis(
+    model: Any, sp: dict[str, HiddenSplit], cache: dict[str, HiddenSplit], subjects: list[str]
+) -> dict[str, Any]:
+    """What the positive control's diagnosis reads: accuracy on the base model's own training
+    questions, the accuracy of always answering the training set's most frequent letter, and the
+    in-domain test accuracy per subject."""
+    train = C.evaluate_scorer(model, sp["base"], 256, PROTOCOL["n_bins"], full=False)
+    letter = int(torch.bincount(sp["base"].labels).argmax())
+    y = cache["id_test"].labels
+    z, _, _ = C.predict(model, cache["id_test"], 256)
+    hit = (z.argmax(-1) == y).tolist()
+    per: dict[str, list[int]] = {}
+    for name, h in zip(subjects, hit, strict=True):
+        per.setdefault(name, []).append(int(h))
+    return {
+        "train_accuracy": train["accuracy"],
+        "majority_letter": letter,
+        "majority_letter_id_accuracy": float((y == letter).double().mean()),
+        "per_subject": {k: {"n": len(v), "accuracy": sum(v) / len(v)} for k, v in per.items()},
+    }
+
+
 def run_cell(
     stage: str,
     seed: int,
     scorer0: TopLayerScorer,
     cache: dict[str, HiddenSplit],
     work: Path,
+    setting: str = "obqa",
+    subjects: list[str] | None = None,
 ) -> dict[str, Any]:
+    """One (setting, seed, stage) cell; ``subjects`` (the in-domain test questions' subjects) adds
+    :func:`base_diagnosis` to a base cell."""
     import copy
 
     sp = seed_splits(cache["pool"], seed)
+    work = setting_dir(work, setting)
     t0 = time.perf_counter()
     cell: dict[str, Any] = {}
     if stage == "uniform":
@@ -183,12 +294,16 @@ def run_cell(
                        cache[s].mask)
             for s in ("id_test", "ood_test")
         }  # fmt: skip
-    elif stage == "base":
+    elif stage in ("base", "base_wide"):
         model = copy.deepcopy(scorer0)
-        fit = C.train(model, sp["base"], tcfg(PROTOCOL["base"], seed * 100 + 1), None, sp["val"])
-        torch.save(model.state_dict(), work / f"seed{seed}_base.pt")
-        cell.update(selected_epoch=fit.selected_epoch, history=fit.history)
+        spec = {**PROTOCOL["base"], **GRID.get(wide_of(stage, setting), {})}
+        fit = C.train(model, sp["base"], tcfg(spec, seed * 100 + 1), None, sp["val"])
+        if stage == "base":
+            torch.save(model.state_dict(), work / f"seed{seed}_base.pt")
+        cell.update(selected_epoch=fit.selected_epoch, epochs=spec["epochs"], history=fit.history)
         cell["test"] = evaluate(model, cache)
+        if subjects is not None:
+            cell["diagnosis"] = base_diagnosis(model, sp, cache, subjects)
     elif stage == "aligned":
         model = copy.deepcopy(scorer0)
         model.load_state_dict(torch.load(work / f"seed{seed}_base.pt"))
@@ -210,12 +325,14 @@ def run_cell(
             cell["temperature"] = ts.temperature_
             cell["test"] = evaluate(model, cache, ts.transform)
         else:
-            offset = {"cft": 10, "ls": 11, "long_sft": 12, "rcft": 13}[stage]
+            offset = {"cft": 10, "cft_wide": 10, "ls": 11, "long_sft": 12, "rcft": 13}[stage]
             s = seed * 100 + offset
-            if stage == "cft":
-                cfg, reg = tcfg(PROTOCOL["cft"], s), None
+            if stage in ("cft", "cft_wide"):
+                cfg = tcfg({**PROTOCOL["cft"], **GRID.get(wide_of(stage, setting), {})}, s)
+                reg = None
             elif stage == "ls":
-                cfg = tcfg(PROTOCOL["cft"], s, label_smoothing=PROTOCOL["label_smoothing"])
+                spec = {**PROTOCOL["cft"], **GRID.get(wide_of("cft", setting), {})}
+                cfg = tcfg(spec, s, label_smoothing=PROTOCOL["label_smoothing"])
                 reg = None
             elif stage == "long_sft":
                 cfg, reg = tcfg(PROTOCOL["long"], s), None
@@ -261,9 +378,13 @@ def run_causal_cell(seed: int, data: Path) -> dict[str, Any]:
 
 
 def load_results() -> dict[str, Any]:
-    if RESULT.is_file():
-        return json.loads(RESULT.read_text(encoding="utf-8"))
-    return {}
+    if not RESULT.is_file():
+        return {}
+    r: dict[str, Any] = json.loads(RESULT.read_text(encoding="utf-8"))
+    if "id_test" in r.get("n", {}):  # written before the per-setting sizes (0.4.0)
+        r["n"] = {"obqa": r["n"]}
+    r.pop("cache_seconds_this_sitting", None)
+    return r
 
 
 def save(r: dict[str, Any]) -> None:
@@ -273,16 +394,47 @@ def save(r: dict[str, Any]) -> None:
     tmp.replace(RESULT)
 
 
+def reproduce(
+    cells: dict[str, Any],
+    setting: str,
+    seed: int,
+    scorer0: TopLayerScorer,
+    cache: dict[str, HiddenSplit],
+    work: Path,
+) -> dict[str, Any]:
+    """Rebuild a seed's base and aligned weights (lost with ``--work``) for a later stage and
+    record how their test metrics compare with the stored cells (the check that the later stage
+    starts from the same model as the finished ones)."""
+    out = {}
+    for stage in ("base", "aligned"):
+        new = run_cell(stage, seed, scorer0, cache, work, setting)["test"]
+        old = cells.get(f"{setting}/{seed}/{stage}", {}).get("test")
+        out[stage] = {
+            f"{split}_{m}": [new[split][m], old[split][m] if old else None]
+            for split in ("id_test", "ood_test")
+            for m in ("accuracy", "conf_ece")
+        }
+        print(f"reproduced {setting}/{seed}/{stage}: {out[stage]}", flush=True)
+    return out
+
+
 def run(args: argparse.Namespace) -> None:
     r = load_results() if args.resume else {}
-    for key, want in (("protocol", PROTOCOL), ("causal_protocol", CAUSAL)):
+    protocols = (
+        ("protocol", PROTOCOL),
+        ("causal_protocol", CAUSAL),
+        ("mmlu_protocol", MMLU),
+        ("grid_protocol", GRID),
+    )
+    for key, want in protocols:
         if r and key in r and r[key] != json.loads(json.dumps(want)):
             raise SystemExit(f"--resume: the JSON was written under another {key}; start afresh")
-    r["command"] = "python benchmarks/comparison.py --seeds {} --resume".format(
-        " ".join(map(str, args.seeds))
-    )
-    r["protocol"], r["causal_protocol"] = PROTOCOL, CAUSAL
-    r.setdefault("cells", {})
+    r["command"] = portable_command([sys.argv[0], *sys.argv[1:]])
+    r.update({key: want for key, want in protocols})
+    for key in ("cells", "n", "control", "cache_seconds", "commands"):
+        r.setdefault(key, {})
+    extra = "/" + "+".join(args.stages) if args.stages else ""  # e.g. obqa/cft_wide
+    r["commands"].update({setting + extra: r["command"] for setting in args.settings})
     r["machine"] = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -290,18 +442,29 @@ def run(args: argparse.Namespace) -> None:
         "cores": os.cpu_count(),
         "package": C.__version__,
     }
-    t0 = time.perf_counter()
-    scorer0, cache = load_cache(args)
-    r["n"] = {k: len(v) for k, v in cache.items()}
-    r["cache_seconds_this_sitting"] = time.perf_counter() - t0
-    save(r)
+    caches, subjects = {}, {}
+    for setting in args.settings:
+        if setting == "causal":
+            continue
+        t0 = time.perf_counter()
+        caches[setting] = load_cache(args, DATA_OF.get(setting, setting))
+        r["n"][setting] = {k: len(v) for k, v in caches[setting][1].items()}
+        r["cache_seconds"][setting] = time.perf_counter() - t0
+        if setting == "mmlu":
+            subjects[setting] = [
+                str(it.subject) for it in fixed_splits(args.data, "mmlu")["id_test"]
+            ]
+            r["mmlu_subjects"] = sorted(set(subjects[setting]))
+        save(r)
     if args.cache_only:
         return
+    first = ("uniform", "base", "base_wide")  # run even when the positive control failed
+    stages = ("uniform", "base") if args.control_only else tuple(args.stages or STAGES)
     todo = [
         (setting, seed, stage)
         for setting in args.settings
         for seed in args.seeds
-        for stage in (STAGES if setting == "obqa" else ("all",))
+        for stage in (("all",) if setting == "causal" else stages)
     ]
     for setting, seed, stage in todo:
         key = f"{setting}/{seed}/{stage}"
@@ -310,6 +473,11 @@ def run(args: argparse.Namespace) -> None:
         if args.stop_at and time.time() > args.stop_at:
             print("stop time reached; rerun with --resume to continue", flush=True)
             return
+        if setting != "causal" and stage not in first:
+            ctl = control(r["cells"], setting, r["n"][setting]["id_test"])
+            if ctl and not ctl["passed"]:
+                print(f"{key}: skipped, the positive control of {setting} failed", flush=True)
+                continue
         if setting == "causal":
             cell = run_causal_cell(seed, args.data)
             r["cells"][key] = cell
@@ -319,8 +487,17 @@ def run(args: argparse.Namespace) -> None:
                       f"{t['id_test']['conf_ece']:.3f}; OOD acc {t['ood_test']['accuracy']:.3f}",
                       flush=True)  # fmt: skip
         else:
-            cell = run_cell(stage, seed, scorer0, cache, args.work)
+            scorer0, cache = caches[setting]
+            again = {}
+            if stage in (*METHODS, "cft_wide"):
+                if not (setting_dir(args.work, setting) / f"seed{seed}_aligned.pt").is_file():
+                    again = reproduce(r["cells"], setting, seed, scorer0, cache, args.work)
+            cell = run_cell(stage, seed, scorer0, cache, args.work, setting, subjects.get(setting))
+            if again:
+                cell["reproduced"] = again
             r["cells"][key] = cell
+            if stage == "base":
+                r["control"][setting] = control(r["cells"], setting, r["n"][setting]["id_test"])
             save(r)
             t = cell["test"]
             print(
@@ -365,7 +542,9 @@ def flat_cells(cells: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def means_table(cells: dict[str, Any], setting: str, stages: tuple[str, ...]) -> list[str]:
+def means_table(
+    cells: dict[str, Any], setting: str, stages: tuple[str, ...], note: bool = True
+) -> list[str]:
     hdr = "| method | seeds | ID acc | ID conf-ECE | OOD acc | OOD conf-ECE | s / seed |"
     lines = [hdr, "|---|---|---|---|---|---|---|"]
     for st in stages:
@@ -381,21 +560,28 @@ def means_table(cells: dict[str, Any], setting: str, stages: tuple[str, ...]) ->
                 vals.append(f"{mean:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if len(xs) >= 2 else ""))
         sec = sum(cells[f"{setting}/{s}/{st}"]["seconds"] for s in ss) / len(ss)
         lines.append(f"| {NAMES[st]} | {len(ss)} | " + " | ".join(vals) + f" | {sec:.0f} |")
-    lines += [
-        "",
-        "Means over the seeds; brackets: 95% t interval over seeds (from 2 seeds on). The uniform "
-        "row's accuracy is that of always answering the first option (argmax of a tie).",
-        "",
-    ]
-    return lines
+    if note:
+        lines += [
+            "",
+            "Means over the seeds; brackets: 95% t interval over seeds (from 2 seeds on). The "
+            "uniform row's accuracy is that of always answering the first option (argmax of a tie).",
+        ]
+    return [*lines, ""]
 
 
 def diff_table(
-    cells: dict[str, Any], setting: str, methods: tuple[str, ...], margin: float
+    cells: dict[str, Any],
+    setting: str,
+    methods: tuple[str, ...],
+    margin: float,
+    pairs: list[tuple[str, str]] | None = None,
 ) -> list[str]:
-    pairs = [(m, "aligned") for m in methods] + [
-        (m, ref) for ref in ("long_sft", "ts") for m in ("cft", "rcft")
-    ]
+    """Paired differences of ``pairs`` (default: every method against the aligned model, CFT and
+    RCFT against long SFT and TS)."""
+    if pairs is None:
+        pairs = [(m, "aligned") for m in methods] + [
+            (m, ref) for ref in ("long_sft", "ts") for m in ("cft", "rcft")
+        ]
     lines = [
         "Paired differences (method minus reference, same seeds and test questions). ECE: "
         "negative is better, *ahead* when the interval lies below 0, *behind* above 0, *tie* when "
@@ -436,24 +622,43 @@ def diff_table(
     return lines
 
 
-def control_line(cells: dict[str, Any], setting: str, n: int) -> str:
-    """The positive control of a setting: each seed's base in-domain accuracy, 95% Wilson lower
-    bound against chance (1/4) + 0.05."""
+def control(cells: dict[str, Any], setting: str, n: int) -> dict[str, Any]:
+    """The positive control of a setting ({} before any base cell): each seed's base in-domain
+    accuracy on ``n`` questions with its 95% Wilson interval; passed when the lowest lower bound
+    over the seeds is above chance (1/4) + 0.05."""
     from positive_control import wilson
 
     ss = seeds_with(cells, ["base"], setting)
     if not ss:
+        return {}
+    accs = [cells[f"{setting}/{s}/base"]["test"]["id_test"]["accuracy"] for s in ss]
+    ivs = [wilson(round(a * n), n) for a in accs]
+    low = min(lo for lo, _ in ivs)
+    return {
+        "seeds": ss,
+        "accuracy": accs,
+        "wilson95": [list(iv) for iv in ivs],
+        "lowest_lower": low,
+        "threshold": 0.30,
+        "passed": low > 0.30,
+    }
+
+
+def control_line(cells: dict[str, Any], setting: str, n: int, tables: bool = True) -> str:
+    """The positive-control sentence of a setting ('' before any base cell); ``tables``: the
+    comparison tables follow it."""
+    ctl = control(cells, setting, n)
+    if not ctl:
         return ""
-    lows = [wilson(round(cells[f"{setting}/{s}/base"]["test"]["id_test"]["accuracy"] * n), n)[0]
-            for s in ss]  # fmt: skip
-    verdict = "passed" if min(lows) > 0.30 else "failed"
+    ss, lows = ctl["seeds"], [ctl["lowest_lower"]]
+    verdict = "passed" if ctl["passed"] else "failed"
     return (
         f"Positive control (base in-domain accuracy above chance 0.25 + 0.05, per seed on the 95% "
         f"Wilson interval over {n:,} questions): lowest lower bound {min(lows):.3f} over "
         f"{len(ss)} seed(s) → **{verdict}**."
         + (
             " The comparison below is not evidence about knowledge-adding fine-tuning here."
-            if verdict == "failed"
+            if verdict == "failed" and tables
             else ""
         )
     )
@@ -473,12 +678,12 @@ def verdict(cells: dict[str, Any], setting: str, m: str, ref: str, split: str) -
     return "ahead of" if hi < 0 else ("behind" if lo > 0 else "tied with")
 
 
-def reading(cells: dict[str, Any], setting: str) -> str:
+def reading(cells: dict[str, Any], setting: str, methods: tuple[str, ...] = ("cft", "rcft")) -> str:
     """One sentence per reference, built from the verdicts (ECE, paired, >= 5 seeds)."""
     out = []
     for ref in ("long_sft", "ts"):
         parts = []
-        for m in ("cft", "rcft"):
+        for m in methods:
             words = [verdict(cells, setting, m, ref, sp) for sp in ("id_test", "ood_test")]
             if all(words):
                 parts.append(
@@ -492,6 +697,226 @@ def reading(cells: dict[str, Any], setting: str) -> str:
     return "**Reading (conf-ECE, paired, from the table):** " + ". ".join(out) + "."
 
 
+def selections(cells: dict[str, Any], setting: str, p: dict[str, Any]) -> list[str]:
+    """The per-seed selections line of a MiniLM setting (edges flagged)."""
+    diag = []
+    for s in seeds_with(cells, ["base"], setting):
+        c = cells[f"{setting}/{s}/base"]
+        be, epochs = c["selected_epoch"], c.get("epochs", p["base"]["epochs"])
+        edge = " (edge)" if be in (0, epochs) else ""
+        bits = [f"seed {s}: base epoch {be}/{epochs}{edge}"]
+        a = cells.get(f"{setting}/{s}/aligned")
+        if a:
+            bits.append(f"DPO reward accuracy {a['dpo_last10']['reward_accuracy']:.2f}")
+        t = cells.get(f"{setting}/{s}/ts")
+        if t:
+            bits.append(f"T = {t['temperature']:.2f}")
+        for m in ("cft", "ls"):
+            c = cells.get(f"{setting}/{s}/{m}")
+            if c:
+                edge = " (edge)" if c["selected_epoch"] in (0, c["epochs"]) else ""
+                bits.append(f"{m.upper()} epoch {c['selected_epoch']}/{c['epochs']}{edge}")
+        diag.append("; ".join(bits))
+    return ["", "Selections per seed: " + " · ".join(diag) + "."] if diag else []
+
+
+def fit_summary(c: dict[str, Any], n: int) -> str:
+    """A base-like cell as the diagnosis reads it: selection, fit of its own training questions,
+    validation and loss by epoch, test accuracies (Wilson intervals over ``n`` questions)."""
+    from positive_control import wilson
+
+    d = c["diagnosis"]
+    vals = ", ".join(f"{h['val']['accuracy']:.3f}" for h in c["history"])
+    losses = ", ".join(f"{h['loss']:.3f}" for h in c["history"] if "loss" in h)
+    acc = c["test"]["id_test"]["accuracy"]
+    lo, hi = wilson(round(acc * n), n)
+    return (
+        f"selected epoch {c['selected_epoch']}/{c.get('epochs', PROTOCOL['base']['epochs'])}; "
+        f"accuracy on its own {PROTOCOL['base_questions']:,} training questions "
+        f"{d['train_accuracy']:.3f}; validation accuracy by epoch (0 = untrained head) {vals}; "
+        f"training loss by epoch {losses} (ln 4 = {math.log(4):.3f}); in-domain test {acc:.3f} "
+        f"[{lo:.3f}, {hi:.3f}], out-of-domain test {c['test']['ood_test']['accuracy']:.3f}"
+    )
+
+
+def failed_control(cells: dict[str, Any], setting: str, n: int, label: str) -> list[str]:
+    """A failed positive control: the verdict line with each seed's accuracy and interval, and the
+    measured diagnosis of the base cells (no calibration tables)."""
+    from positive_control import wilson
+
+    ctl = control(cells, setting, n)
+    accs = ", ".join(
+        f"seed {s} {a:.3f} [{lo:.3f}, {hi:.3f}]"
+        for s, a, (lo, hi) in zip(ctl["seeds"], ctl["accuracy"], ctl["wilson95"], strict=True)
+    )
+    lines = [
+        f"**Verdict:** positive control failed: no calibration verdict on {label}. Base "
+        f"in-domain accuracy (95% Wilson interval over {n:,} questions): {accs}; the threshold is "
+        f"a lower bound above {ctl['threshold']:.2f}. The calibration stages were not run.",
+    ]
+    for s in ctl["seeds"]:
+        c = cells[f"{setting}/{s}/base"]
+        d = c.get("diagnosis")
+        if not d:
+            continue
+        per = sorted(d["per_subject"].items(), key=lambda kv: -kv[1]["accuracy"])
+        subj = ", ".join(
+            "{} {:.3f} [{:.3f}, {:.3f}] (n {})".format(
+                k, v["accuracy"], *wilson(round(v["accuracy"] * v["n"]), v["n"]), v["n"]
+            )
+            for k, v in per
+        )
+        above = [k for k, v in per if wilson(round(v["accuracy"] * v["n"]), v["n"])[0] > 0.25]
+        text = (
+            f"Diagnosis, measured on the base model of seed {s}: {fit_summary(c, n)}. Always "
+            f"answering the training set's most frequent letter ({'ABCD'[d['majority_letter']]}) "
+            f"scores {d['majority_letter_id_accuracy']:.3f} in domain. In-domain test accuracy per "
+            f"subject (95% Wilson intervals): {subj}; lower bound above chance (0.25) in "
+            f"{len(above)} of {len(per)} subjects"
+            + (f" ({', '.join(above)})" if above else "")
+            + "."
+        )
+        wide = cells.get(f"{setting}/{s}/base_wide")
+        if wide and "diagnosis" in wide:
+            text += (
+                f" The same base SFT on the {wide['epochs']}-epoch grid (diagnosis only): "
+                f"{fit_summary(wide, n)}."
+            )
+        lines += ["", text]
+    return lines
+
+
+def wide_grids(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[str]:
+    """The extended epoch grids of a setting (``GRID``): means, paired differences against the
+    references of the main table, selections, and the check that the rebuilt aligned models are
+    the stored ones ([] before any such cell)."""
+    have = [st for st in GRID if seeds_with(cells, [st], setting)]
+    if not have:
+        return []
+    g = r["grid_protocol"]
+    lines = [
+        "",
+        "**Extended epoch grids** (the selections above sat on the grid's edge): "
+        + "; ".join(
+            f"{NAMES[st]} = {NAMES[st.removesuffix('_wide')]} with {g[st]['epochs']} epochs "
+            "(same learning rate, schedule over the longer run, same data-order seed)"
+            for st in have
+        )
+        + ". `base, 8-epoch grid` is measured on its own here"
+        + (
+            " (setting (d) below rebuilds the later stages from it)"
+            if seeds_with(cells, ["base"], "obqa_wide")
+            else " (nothing downstream is rebuilt from it)"
+        )
+        + "; `CFT, 8-epoch grid` starts from the same aligned model as the methods above. "
+        "Commands: " + ", ".join(f"`{r['commands'][f'{setting}/{st}']}`" for st in have) + ".",
+        "",
+    ]
+    lines += means_table(cells, setting, tuple(have), note=False)
+    pairs = [("base_wide", "base")] if "base_wide" in have else []
+    if "cft_wide" in have:
+        pairs += [("cft_wide", ref) for ref in ("aligned", "cft", "long_sft", "ts")]
+    lines += diff_table(cells, setting, (), r["protocol"]["ni_margin"], pairs)
+    if reading(cells, setting, ("cft_wide",)):
+        lines += ["", reading(cells, setting, ("cft_wide",))]
+    changed = [
+        f"against {NAMES[ref]} {where}: {verdict(cells, setting, 'cft', ref, sp)} → "
+        f"{verdict(cells, setting, 'cft_wide', ref, sp)}"
+        for ref in ("long_sft", "ts")
+        for sp, where in (("id_test", "in domain"), ("ood_test", "out of domain"))
+        if verdict(cells, setting, "cft_wide", ref, sp)
+        and verdict(cells, setting, "cft", ref, sp) != verdict(cells, setting, "cft_wide", ref, sp)
+    ]
+    if changed:
+        lines += ["", "CFT's verdicts that change from the 4-epoch to the 8-epoch grid: "
+                  + "; ".join(changed) + "."]  # fmt: skip
+    sel, worst, edges, picks = [], 0.0, 0, 0
+    for s in sorted({s for st in have for s in seeds_with(cells, [st], setting)}):
+        bits = []
+        for st in have:
+            c = cells.get(f"{setting}/{s}/{st}")
+            if c:
+                edge = " (edge)" if c["selected_epoch"] in (0, c["epochs"]) else ""
+                edges, picks = edges + bool(edge), picks + 1
+                bits.append(f"{NAMES[st]} epoch {c['selected_epoch']}/{c['epochs']}{edge}")
+                for pair in c.get("reproduced", {}).values():
+                    worst = max([worst, *(abs(a - b) for a, b in pair.values() if b is not None)])
+        sel.append(f"seed {s}: " + "; ".join(bits))
+    lines += [
+        "",
+        "Selections per seed: " + " · ".join(sel) + f". On the grid's edge: {edges} of {picks}.",
+    ]
+    rebuilt = [s for s in seeds_with(cells, ["cft_wide"], setting)
+               if "reproduced" in cells[f"{setting}/{s}/cft_wide"]]  # fmt: skip
+    if rebuilt:
+        lines[-1] += (
+            f" The base and aligned models were rebuilt for seeds {rebuilt} (the weights are not "
+            f"kept in git); largest difference of their test accuracy / conf-ECE from the stored "
+            f"cells: {worst:.1e}."
+        )
+    return lines
+
+
+def minilm_body(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[str]:
+    """Control line, then the tables, reading and selections of a MiniLM setting, or, when its
+    positive control failed, the verdict and the diagnosis instead of the tables."""
+    p, n = r["protocol"], r["n"][setting]["id_test"]
+    ctl = control(cells, setting, n)
+    if ctl and not ctl["passed"] and setting != "obqa":  # obqa's tables were rendered in 0.4.0
+        lines = [control_line(cells, setting, n, tables=False), ""]
+        return lines + failed_control(cells, setting, n, SETTING_LABELS[setting])
+    lines = [control_line(cells, setting, n), ""]
+    lines += means_table(cells, setting, STAGES)
+    lines += diff_table(cells, setting, METHODS, p["ni_margin"])
+    if reading(cells, setting):
+        lines += ["", reading(cells, setting)]
+    return lines + selections(cells, setting, p) + wide_grids(r, cells, setting)
+
+
+def mmlu_section(r: dict[str, Any], cells: dict[str, Any]) -> list[str]:
+    n, mp, p = r["n"]["mmlu"], r["mmlu_protocol"], r["protocol"]
+    names = r["mmlu_subjects"]
+    subjects = f"{len(names)} subjects " + ", ".join(f"`{x}`" for x in names)
+    full = len(seeds_with(cells, list(STAGES), "mmlu"))
+    based = len(seeds_with(cells, ["base"], "mmlu"))
+    return [
+        "**(c) Setting `mmlu` (MMLU-internal)** — the model and stages of (a) on MMLU alone: "
+        f"in domain the {subjects}; in-domain test {n['id_test']:,} of their questions, "
+        f"out-of-domain test {n['ood_test']:,} questions over the other subjects (never trained "
+        f"on); per seed {p['base_questions']} base / {p['val']} validation / "
+        f"{n['pool'] - p['base_questions'] - p['val']} calibration-train questions from the rest "
+        f"of the in-domain subjects (subjects fixed before any run: the largest by question count "
+        f"until they hold {mp['id_questions']:,}). Seeds with a base model: {based}; with every "
+        f"stage: {full} of 5; command `{r['commands']['mmlu']}`"
+        + (
+            f", diagnosis `{r['commands']['mmlu/base_wide']}`"
+            if "mmlu/base_wide" in r["commands"]
+            else ""
+        )
+        + ".",
+        "",
+        *minilm_body(r, cells, "mmlu"),
+    ]
+
+
+WIDE_STAGES = ("uniform", "base", "aligned", "ts", "cft", "long_sft")  # what obqa_wide ran
+
+
+def wide_section(r: dict[str, Any], cells: dict[str, Any]) -> list[str]:
+    g, w = r["grid_protocol"], "obqa_wide"
+    full = len(seeds_with(cells, list(WIDE_STAGES), w))
+    cmd = next((c for k, c in r["commands"].items() if k.startswith(w)), "")
+    return [
+        f"**(d) Setting `{w}`** — (a) rebuilt from the base up on the extended grids: base SFT "
+        f"{g['base_wide']['epochs']} epochs, CFT {g['cft_wide']['epochs']} epochs, everything else "
+        "as in (a) (the same cached states, splits, seeds and test questions). Stages run: "
+        "base, DPO, TS, CFT, long SFT (label smoothing and RCFT not run: the CPU time). Seeds with "
+        f"these stages: {full} of 5; command `{cmd}`.",
+        "",
+        *minilm_body(r, cells, w),
+    ]
+
+
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
     cells = flat_cells(raw)
@@ -502,10 +927,10 @@ def render(r: dict[str, Any]) -> str:
         "**(a) Setting `obqa`** — all-MiniLM-L6-v2 as "
         "`BertForMultipleChoice`; embeddings + layers 1–5 frozen and cached once "
         "(`TopLayerScorer`), layer 6 + pooler + classifier trained in every stage (the CPU budget); "
-        f"in-domain test {r['n']['id_test']:,} OpenBookQA questions (official test + dev + 1,000 "
-        f"held-out train), out-of-domain test {r['n']['ood_test']:,} MMLU questions over all 57 "
+        f"in-domain test {r['n']['obqa']['id_test']:,} OpenBookQA questions (official test + dev + 1,000 "
+        f"held-out train), out-of-domain test {r['n']['obqa']['ood_test']:,} MMLU questions over all 57 "
         f"subjects (never trained on); per seed {p['base_questions']} base / {p['val']} validation / "
-        f"{r['n']['pool'] - p['base_questions'] - p['val']} calibration-train questions from the "
+        f"{r['n']['obqa']['pool'] - p['base_questions'] - p['val']} calibration-train questions from the "
         f"rest of OpenBookQA train. Base SFT {p['base']['epochs']} epochs (lr {p['base']['lr']}, "
         f"epoch by validation accuracy) → real DPO ({p['dpo']['steps']} steps of "
         f"{p['dpo']['batch_size']} questions, beta {p['dpo']['beta']}, lr {p['dpo']['lr']}, gold "
@@ -515,33 +940,10 @@ def render(r: dict[str, Any]) -> str:
         f"validation accuracy); LS (the CFT run with smoothing {p['label_smoothing']}); long SFT "
         f"({p['long']['epochs']} epochs, last kept); RCFT (long SFT + EM-ECE, lambda {p['lam']}, "
         f"E-step every epoch, last kept). conf-ECE with {p['n_bins']} equal-width bins. "
-        f"Seeds with a base model: {len(done)}; command `{r['command']}`.",
+        f"Seeds with a base model: {len(done)}; command `{r['commands']['obqa']}`.",
         "",
     ]
-    lines += [control_line(cells, "obqa", r["n"]["id_test"]), ""]
-    lines += means_table(cells, "obqa", STAGES)
-    lines += diff_table(cells, "obqa", METHODS, margin)
-    if reading(cells, "obqa"):
-        lines += ["", reading(cells, "obqa")]
-    diag = []
-    for s in done:
-        be = cells[f"obqa/{s}/base"]["selected_epoch"]
-        edge = " (edge)" if be in (0, p["base"]["epochs"]) else ""
-        bits = [f"seed {s}: base epoch {be}/{p['base']['epochs']}{edge}"]
-        a = cells.get(f"obqa/{s}/aligned")
-        if a:
-            bits.append(f"DPO reward accuracy {a['dpo_last10']['reward_accuracy']:.2f}")
-        t = cells.get(f"obqa/{s}/ts")
-        if t:
-            bits.append(f"T = {t['temperature']:.2f}")
-        for m in ("cft", "ls"):
-            c = cells.get(f"obqa/{s}/{m}")
-            if c:
-                edge = " (edge)" if c["selected_epoch"] in (0, c["epochs"]) else ""
-                bits.append(f"{m.upper()} epoch {c['selected_epoch']}/{c['epochs']}{edge}")
-        diag.append("; ".join(bits))
-    if diag:
-        lines += ["", "Selections per seed: " + " · ".join(diag) + "."]
+    lines += minilm_body(r, cells, "obqa")
     cs = seeds_with(cells, ["base"], "causal")
     cp = r.get("causal_protocol", CAUSAL)
     lines += [
@@ -565,21 +967,43 @@ def render(r: dict[str, Any]) -> str:
             + (" (edge)" if sel["cft_epoch"] in (0, cp.get("cft_epochs", 3)) else "")
         )
     causal_stages = ("base", "aligned", "ts", "cft", "long_sft", "rcft")
-    lines += [control_line(cells, "causal", r["n"]["id_test"]), ""]
+    lines += [control_line(cells, "causal", r["n"]["obqa"]["id_test"]), ""]
     lines += means_table(cells, "causal", causal_stages)
     lines += diff_table(cells, "causal", ("ts", "cft", "long_sft", "rcft"), margin)
     if cdiag:
         lines += ["", "Selections per seed: " + " · ".join(cdiag) + "."]
+    mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
+    if mmlu:
+        lines += ["", *mmlu_section(r, cells)]
+    wide = seeds_with(cells, list(WIDE_STAGES), "obqa_wide")
+    if seeds_with(cells, ["base"], "obqa_wide"):
+        lines += ["", *wide_section(r, cells)]
     left = {
         "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
         "causal": sorted(set(range(5)) - set(cs)),
     }
-    missing = [f"`{k}` seeds {v} (of 5)" for k, v in left.items() if v] + [
-        "setting `mmlu` (train on some MMLU subjects, in-domain test >= 2,000 questions of those "
-        "subjects, out-of-domain = held-out subjects)",
+    if mmlu and control(cells, "mmlu", r["n"]["mmlu"]["id_test"])["passed"]:
+        left["mmlu"] = sorted(set(range(5)) - set(seeds_with(cells, list(STAGES), "mmlu")))
+    missing = [f"`{k}` seeds {v} (of 5)" for k, v in left.items() if v]
+    if not mmlu:
+        missing.append(
+            "setting `mmlu` (train on some MMLU subjects, in-domain test >= 2,000 questions of "
+            "those subjects, out-of-domain = held-out subjects)"
+        )
+    missing.append(
         "every stage fine-tuning all six MiniLM layers (here: the last layer, pooler and "
-        "classifier); the epoch grids extended where a selection sits on the edge",
-    ]
+        "classifier)"
+    )
+    for st, what in (
+        ("cft_wide", "`obqa` CFT on the 8-epoch grid (stage `cft_wide`)"),
+        ("base_wide", "`obqa` base SFT on the 8-epoch grid (stage `base_wide`)"),
+    ):
+        if len(seeds_with(cells, [st])) < 5:
+            missing.append(f"{what} for 5 seeds")
+    if len(wide) < 5:
+        gone = sorted(set(range(5)) - set(wide))
+        missing.append(f"`obqa_wide` (the comparison on the 8-epoch grids) seeds {gone} (of 5)")
+    missing.append("label smoothing and RCFT on the 8-epoch grids (`obqa_wide`)")
     lines += [
         "",
         "**Not yet measured:** " + "; ".join(missing) + ". Continue with "
@@ -592,11 +1016,23 @@ def render(r: dict[str, Any]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4],
+                   help="seeds; each gives its own base / validation / calibration-train split "
+                        "and training seeds")  # fmt: skip
     p.add_argument("--work", type=Path, default=PKG / "runs" / "comparison",
                    help="cached states and per-seed weights")  # fmt: skip
-    p.add_argument("--settings", nargs="+", choices=("obqa", "causal"), default=["obqa", "causal"],
-                   help="benchmark settings, run in this order")  # fmt: skip
+    p.add_argument("--settings", nargs="+", choices=SETTINGS, default=list(SETTINGS),
+                   help="benchmark settings, run in this order: obqa (OpenBookQA in domain, MMLU "
+                        "out of domain), causal (a small decoder, same tests), mmlu (MMLU's largest "
+                        "subjects in domain, the other subjects out of domain), obqa_wide (obqa "
+                        "with base SFT and CFT on the extended epoch grids, GRID)")  # fmt: skip
+    p.add_argument("--stages", nargs="+", choices=(*STAGES, *GRID), default=None,
+                   help="stages of the MiniLM settings to run (default: every stage of the "
+                        "protocol); base_wide / cft_wide are base / CFT on the extended epoch grids "
+                        "(GRID), run only when named")  # fmt: skip
+    p.add_argument("--control-only", action="store_true",
+                   help="run only the uniform and base cells (the positive control) of the "
+                        "MiniLM settings")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="keep finished cells of the JSON")
     p.add_argument("--cache-only", action="store_true", help="only build the cached states")
     p.add_argument("--stop-at", type=float, default=None, help="unix time: start no cell after")
