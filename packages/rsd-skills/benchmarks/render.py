@@ -66,8 +66,14 @@ def table(res: dict[str, Any]) -> list[str]:
         lines.append("| " + " | ".join(row) + " |")
     lines.append("")
     floor = res["methods"]["random"].get("standing_coverage")
+    seeds = f"{n} seed{'s' if n > 1 else ''} ({', '.join(map(str, res['seeds']))})"
+    if partial(res):
+        seeds = "seeds finished so far: " + "; ".join(
+            f"{NAMES.get(a, a)} {', '.join(map(str, s))}" for a, s in res["finished_seeds"].items()
+        )
+        seeds += f"; random actions {', '.join(map(str, res['seeds']))}"
     lines.append(
-        f"{n} seed{'s' if n > 1 else ''} ({', '.join(map(str, res['seeds']))}), "
+        f"{seeds}, "
         + ("mean ± sample std (ddof=1); " if n > 1 else "")
         + f"{res['epochs']} epochs × {res['config']['n_traj']} trajectories × T={res['horizon']} = "
         f"{res['env_steps_per_run']:,} environment steps per run, "
@@ -95,6 +101,11 @@ PAIR_NAMES = {
 }
 
 
+def partial(res: dict[str, Any]) -> bool:
+    """A study run in parts that has not finished all its runs yet."""
+    return res.get("finished_runs", 0) < res.get("planned_runs", 0)
+
+
 def targets(res: dict[str, Any]) -> list[str]:
     paired = res.get("paired", {})
     if not paired:
@@ -117,7 +128,11 @@ def targets(res: dict[str, Any]) -> list[str]:
             "",
         ]
     head = (
-        f"Paired differences over the {n} seeds (same seed = same environment resets), mean and 95% "
+        "Paired differences over the seeds both methods have finished so far, mean and 95% t "
+        "interval; a verdict (*ahead* = interval above 0, *tie* = contains 0, *behind* = below 0) only "
+        "from 5 paired seeds, *not yet measured* before:"
+        if partial(res)
+        else f"Paired differences over the {n} seeds (same seed = same environment resets), mean and 95% "
         "t interval; *ahead* = interval above 0, *tie* = contains 0, *behind* = below 0:"
         if n > 1
         else "Differences, one seed (no interval):"
@@ -160,6 +175,13 @@ def render() -> str:
             f"time, on {res['machine']['cores']} shared cores, torch {res['machine']['torch']}).",
             "",
         ]
+        if partial(res):
+            parts += [
+                f"**In progress: {res['finished_runs']} of {res['planned_runs']} runs finished** (a "
+                "study in parts: the same command continues it; finished runs are kept in "
+                f"`benchmarks/results/finished/{name}/`).",
+                "",
+            ]
         parts += [*table(res), "", *targets(res), ""]
         for key in (
             "coverage",

@@ -7,11 +7,17 @@ methods at equal environment steps. At the end, coverage is also measured with s
 ("box", the same for every method) and from each method's own final training distribution ("own"; RSD:
 its generator mixture), and with ``--stochastic-eval`` with sampled (not mean) actions.
 
-Each (method, seed) run writes ``benchmarks/results/runs/<benchmark>/<algo>-<seed>.json`` when it ends;
-``--resume`` skips the runs already there (same settings), so an interrupted benchmark continues. The
-summary ``benchmarks/results/<benchmark>.json`` (per-seed numbers, paired differences with 95% t
-intervals, curves, machine, command) and PNG plots are written from those files, then the README
-results section is rendered (``benchmarks/render.py``).
+Each (method, seed) run writes ``benchmarks/results/finished/<benchmark>/<algo>-<seed>.json`` when it
+ends (a committed folder, so finished runs survive the session); ``--resume`` skips the runs already
+there (same settings), so an interrupted benchmark continues, in a later session too, with the same
+command. A study too long for one sitting runs in parts: ``--max-runs N`` starts at most N runs and
+``--deadline HH:MM`` (UTC) starts none that would not end by then (judged from the finished runs' wall
+times); runs go seed-major (seed 0 of every method, then seed 1, ...). The summary
+``benchmarks/results/<benchmark>.json`` (per-seed numbers, paired differences with 95% t intervals over
+the seeds both methods finished, curves, machine, command, how many runs are finished) and PNG plots
+are written from the finished runs, then the README results section is rendered
+(``benchmarks/render.py``). A paired difference gets a verdict only from ``MIN_VERDICT_SEEDS`` (5) seeds;
+before that it reads *not yet measured*.
 
 Usage (from the package folder): ``python benchmarks/run.py [--quick] [--env point_maze] [--epochs 150]``
 """
@@ -32,6 +38,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+MIN_VERDICT_SEEDS = 5  # no ahead / tie / behind from fewer paired seeds
 PAIRS = (("rsd", "metra"), ("rsd", "rsd_uniform"), ("rsd", "lsd"), ("metra", "random"))
 # two-sided 95% Student t quantiles t_{0.975, df}, df = 1..30
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
@@ -39,16 +46,27 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.052, 2.048, 2.045, 2.042)  # fmt: skip
 
 
-def t_interval(diffs: list[float]) -> dict[str, Any]:
-    """Mean of paired differences with its 95% t interval and the verdict word."""
+def t_interval(diffs: list[float], min_seeds: int = 1) -> dict[str, Any]:
+    """Mean of paired differences with its 95% t interval and the verdict word (*not yet measured* below
+    ``min_seeds`` pairs)."""
     d = np.asarray(diffs, dtype=float)
     n = len(d)
     mean = float(d.mean())
     if n < 2:
-        return {"mean": mean, "low": None, "high": None, "n": n, "verdict": "n/a (1 seed)"}
+        word = "n/a (1 seed)" if min_seeds <= 1 else f"not yet measured ({n} of {min_seeds} seeds)"
+        return {
+            "mean": mean,
+            "low": None,
+            "high": None,
+            "n": n,
+            "verdict": word,
+            "values": d.tolist(),
+        }
     half = T975[min(n - 1, 30) - 1] * float(d.std(ddof=1)) / math.sqrt(n)
     low, high = mean - half, mean + half
     verdict = "ahead" if low > 0 else "behind" if high < 0 else "tie"
+    if n < min_seeds:
+        verdict = f"not yet measured ({n} of {min_seeds} seeds)"
     return {
         "mean": mean,
         "low": low,
@@ -195,13 +213,41 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--regret-diagnostic", type=int, default=64, help="RSD: skills per regret SNR measurement"
     )
     p.add_argument("--resume", action="store_true", help="keep the finished runs of this benchmark")
+    p.add_argument(
+        "--max-runs", type=int, default=None, help="start at most this many runs (then summarise)"
+    )
+    p.add_argument(
+        "--deadline",
+        default=None,
+        help="HH:MM (UTC, today): start no run expected to end later (from finished runs' wall times)",
+    )
     p.add_argument("--tag", default="", help="suffix of the benchmark name")
     p.add_argument("--no-render", action="store_true", help="do not render the README")
     p.add_argument("--quick", action="store_true", help="smoke run into results/quick/")
     args = p.parse_args(argv)
     if args.quick:
         args.epochs, args.eval_every, args.seeds = 4, 2, "0,1"
+    if args.max_runs is not None and args.max_runs < 0:
+        p.error(f"--max-runs must be >= 0, got {args.max_runs}")
+    if args.deadline is not None:
+        try:
+            hour, minute = (int(x) for x in args.deadline.split(":"))
+            if not (0 <= hour < 24 and 0 <= minute < 60):
+                raise ValueError
+        except ValueError:
+            p.error(f"--deadline must be HH:MM (UTC), got {args.deadline!r}")
     return args
+
+
+def deadline_epoch(text: str | None) -> float | None:
+    """``HH:MM`` UTC today as a Unix time (None: no deadline)."""
+    if text is None:
+        return None
+    import datetime as dt
+
+    hour, minute = (int(x) for x in text.split(":"))
+    now = dt.datetime.now(dt.timezone.utc)
+    return now.replace(hour=hour, minute=minute, second=0, microsecond=0).timestamp()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         config.update({"min_buffer": 400, "grad_steps": 5})
     name = args.env + (f"-{args.maze}" if args.env == "point_maze" else "") + args.tag
     folder = RESULTS / "quick" if args.quick else RESULTS
-    runs_dir = folder / "runs" / name
+    runs_dir = folder / ("runs" if args.quick else "finished") / name
     runs_dir.mkdir(parents=True, exist_ok=True)
     base = {
         "env": args.env,
@@ -228,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     info = machine()
     started = time.perf_counter()
     runs = []
+    started_runs = 0
+    deadline = deadline_epoch(args.deadline)
     for seed in seeds:  # seed-major: a stopped benchmark leaves complete paired seeds
         for algo in algos:
             spec = {**base, "algo": algo, "seed": seed}
@@ -237,6 +285,17 @@ def main(argv: list[str] | None = None) -> int:
                 if old.get("spec") == spec:
                     runs.append(old)
                     continue
+            if args.max_runs is not None and started_runs >= args.max_runs:
+                continue
+            if deadline is not None:
+                walls = [r["wall_seconds"] for r in runs if r["algo"] == algo] or [
+                    r["wall_seconds"] for r in runs
+                ]
+                expected = max(walls) * 1.1 if walls else 0.0
+                if time.time() + expected > deadline:
+                    print(f"{algo} seed {seed}: not started (would end after {args.deadline} UTC)")
+                    continue
+            started_runs += 1
             out = job(spec)
             path.write_text(json.dumps(out) + "\n")
             runs.append(out)
@@ -246,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{f['coverage_own']}), AR {f['success_rate']:.2f}, {out['train_seconds']:.0f} s",
                 flush=True,
             )
+    if not runs:
+        print("no finished runs yet: nothing to summarise")
+        return 0
     randoms = [random_job({**base, "seed": s}) for s in seeds]
     payload = aggregate(args, argv, algos, seeds, config, env_kwargs, runs, randoms, info)
     # the runs' own wall time (a resumed benchmark counts its earlier sessions too)
@@ -290,6 +352,8 @@ def aggregate(
             (r for r in (randoms if algo == "random" else runs) if r["algo"] == algo),
             key=lambda r: r["seed"],
         )
+        if not rs:  # a study in parts: this method has no finished run yet
+            continue
         entry: dict[str, Any] = {k: summary([r["final"][k] for r in rs]) for k in keys}
         if algo == "random":
             entry["standing_coverage"] = summary([r["final"]["standing_coverage"] for r in rs])
@@ -306,13 +370,23 @@ def aggregate(
     for a, b in PAIRS:
         if a not in methods or b not in methods:
             continue
+        # the seeds both finished (all of them once the study is complete)
+        by_seed = {m: {r["seed"]: r["final"] for r in methods[m]["runs"]} for m in (a, b)}
+        both = sorted(set(by_seed[a]) & set(by_seed[b]))
+        if not both:
+            continue
         for key in ("coverage_box", "coverage_own", "success_rate", "coverage_stochastic"):
             if key not in keys:
                 continue
-            va, vb = methods[a][key]["values"], methods[b][key]["values"]
-            paired[f"{a}-{b}:{key}"] = t_interval([x - y for x, y in zip(va, vb)])
+            diffs = [by_seed[a][s][key] - by_seed[b][s][key] for s in both]
+            paired[f"{a}-{b}:{key}"] = {
+                **t_interval(diffs, min_seeds=min(MIN_VERDICT_SEEDS, len(seeds))),
+                "seeds": both,
+            }
     if "metra" in methods:
         for algo in algos:
+            if algo not in methods:
+                continue
             methods[algo]["steps_per_second_ratio_to_metra"] = (
                 methods[algo]["env_steps_per_second"]["mean"]
                 / methods["metra"]["env_steps_per_second"]["mean"]
@@ -324,6 +398,11 @@ def aggregate(
         "package_version": __version__,
         "machine": info,
         "seeds": seeds,
+        "planned_runs": len(algos) * len(seeds),
+        "finished_runs": len(runs),
+        "finished_seeds": {
+            a: [r["seed"] for r in m["runs"]] for a, m in methods.items() if a != "random"
+        },
         "epochs": args.epochs,
         "env_steps_per_run": args.epochs * cfg.n_traj * env.horizon,
         "eval_every": args.eval_every,

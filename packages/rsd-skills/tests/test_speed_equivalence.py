@@ -3,7 +3,12 @@
 ``data/golden_runs.json`` was written by the code *before* the rewrites (0.3.0; ``python
 tests/test_speed_equivalence.py`` rewrites it): for a tiny config with generator rounds (population
 filling up, then members removed) and gradient clipping at 3, the per-epoch logs (losses, λ, α, regret,
-population) and every parameter after training. The same seed must give the same values to 1e-6.
+population) and every parameter after training. The same seed must give the same values to 1e-3: the
+file was written on another CPU, whose SIMD kernels round some float32 sums differently, and 8 epochs
+of training amplify that (on the machine of 0.6.0 the 0.5.0 code itself differs from the file by up to
+1.0e-4, in one bias of METRA's φ, and 2.5e-6 in RSD's generator log-std). A change of the arithmetic
+(a wrong term, a lost step) moves these numbers far more; exact rewrites were checked bit for bit on one
+machine, before against after.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from rsd_skills import Config, SkillTrainer
 GOLDEN = Path(__file__).parent / "data" / "golden_runs.json"
 ALGOS = ("rsd", "rsd_uniform", "metra")
 EPOCHS = 8
+TOL = 1e-3  # float32 rounding across CPUs (see the docstring)
 
 
 def fingerprint(algo: str) -> dict:
@@ -55,7 +61,7 @@ def test_same_seed_same_numbers_as_before_the_rewrites(algo):
     for epoch, (g, w) in enumerate(zip(got["logs"], want["logs"])):
         assert set(g) == set(w), f"epoch {epoch}: log keys differ"
         for key in w:
-            assert g[key] == pytest.approx(w[key], rel=1e-6, abs=1e-6), (epoch, key)
+            assert g[key] == pytest.approx(w[key], rel=TOL, abs=TOL), (epoch, key)
     assert set(got["params"]) == set(want["params"])
     assert set(got["extra"]) == set(want["extra"])
     for section in ("params", "extra"):
@@ -63,8 +69,8 @@ def test_same_seed_same_numbers_as_before_the_rewrites(algo):
             torch.testing.assert_close(
                 torch.tensor(got[section][name], dtype=torch.float64),
                 torch.tensor(values, dtype=torch.float64),
-                rtol=1e-6,
-                atol=1e-6,
+                rtol=TOL,
+                atol=TOL,
                 msg=lambda m, name=name, section=section: f"{section} {name}: {m}",
             )
 

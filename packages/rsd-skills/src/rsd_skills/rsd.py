@@ -117,9 +117,9 @@ class RSD(SkillMethod):
     @torch.no_grad()
     def reward(self, batch: Batch) -> torch.Tensor:
         z, t = batch["z"], float(self.horizon)
-        psi_s, psi_next = self.psi(torch.cat([batch["obs"], batch["next_obs"]])).chunk(2)
-        d0 = torch.linalg.vector_norm(z - psi_s, dim=-1)
-        d1 = torch.linalg.vector_norm(z - psi_next, dim=-1)
+        psi = self.psi(torch.cat([batch["obs"], batch["next_obs"]]))
+        # both distances in one subtraction and one norm: rows [Ψ(s); Ψ(s')] against z broadcast
+        d0, d1 = torch.linalg.vector_norm(z - psi.view(2, len(z), -1), dim=-1)
         assert self.cfg.repr_max_step is not None
         k = self.cfg.repr_max_step / t
         return t * torch.clamp(d0 - d1, -k, k)
