@@ -1060,22 +1060,32 @@ def render_sst2_session() -> list[str]:
                f"upper end of the 95 % t interval of the paired gap teacher − S4 is ≤ 3; missed "
                f"if its lower end is > 3): gap {mean:.1f} points, 95 % t interval [{lo:.1f}, "
                f"{hi:.1f}] over {len(cells)} seeds: {verdict}.\n")  # fmt: skip
-    if hi > 3:
-        out += _session_diagnosis(cells, dev)
+    if hi > 3 or not t_met:
+        out += _session_diagnosis(cells, dev, hi > 3, not t_met, full)
     return out
 
 
-def _session_diagnosis(cells: list[dict], dev) -> list[str]:
-    """Where the gap comes from, from what (g) measured: the dev change of each stage and whether
-    each stage's validation curve was still rising at its last check."""
+def _rising(at_end: int, n: int, gain: float) -> bool:
+    """A validation curve still rising at the end of its stage: best at the last check in most
+    seeds and a positive mean gain over the second half of the stage."""
+    return at_end * 2 > n and gain > 0
+
+
+def _session_diagnosis(cells: list[dict], dev, gap_missed: bool, teacher_missed: bool,
+                       full: dict) -> list[str]:  # fmt: skip
+    """Why a (g) target is missed, from what (g) measured: the dev change of each stage (gap) and
+    whether each stage's validation curve was still rising at its last check (gap and teacher)."""
     steps = [("S0", "S1"), ("S1", "S2"), ("S2", "S3"), ("S3", "S4")]
     drops = {b: [dev(c, a) - dev(c, b) for c in cells] for a, b in steps}
     worst = max(drops, key=lambda b: statistics.mean(drops[b]))
-    text = ["Diagnosis (measured in this run). Dev accuracy lost per stage (points, mean over "
-            "seeds, 95 % t interval): " + "; ".join(
-                f"{a} → {b} {statistics.mean(drops[b]):+.1f} "
-                f"[{_interval(drops[b])[1]:+.1f}, {_interval(drops[b])[2]:+.1f}]"
-                for a, b in steps) + f". The largest loss is at {worst}.\n"]  # fmt: skip
+    text = ["Diagnosis (measured in this run)."]
+    if gap_missed:
+        text[0] += (" Dev accuracy lost per stage (points, mean over seeds, 95 % t interval): "
+                    + "; ".join(f"{a} → {b} {statistics.mean(drops[b]):+.1f} "
+                                f"[{_interval(drops[b])[1]:+.1f}, {_interval(drops[b])[2]:+.1f}]"
+                                for a, b in steps)
+                    + f". The largest loss is at {worst}.")  # fmt: skip
+    text[0] += " Validation curves:\n"
     rows = [
         "| stage | validation accuracy % at each check, mean over seeds (step: value) | "
         "best check = last check (ties: the later) | last check − middle check (points) |",
@@ -1099,9 +1109,9 @@ def _session_diagnosis(cells: list[dict], dev) -> list[str]:
                     f" | {at_end} of {len(curves)} seeds | {_fmt(late)} (from step "
                     f"{mid[0][0]}) |")  # fmt: skip
     text += [*rows, ""]
-    if worst in rising:
+    if gap_missed and worst in rising:
         at_end, n, gain = rising[worst]
-        still = at_end * 2 > n and gain > 0
+        still = _rising(at_end, n, gain)
         text.append(f"{worst}'s validation accuracy was "
                     f"{'still rising at the end of its epoch' if still else 'flat at the end of its epoch'}"
                     f" (best at the last check in {at_end} of {n} seeds, {gain:+.1f} points over "
@@ -1110,6 +1120,26 @@ def _session_diagnosis(cells: list[dict], dev) -> list[str]:
                        "thing to try." if still else "on this evidence more steps of the same "
                        "recipe alone are unlikely to close the gap.")
                     + "\n")  # fmt: skip
+    if teacher_missed and "S0" in rising:
+        at_end, n, gain = rising["S0"]
+        s0_full = full.get("seeds", {}).get("0", {}).get("stages", {}).get("S0", {})
+        more = (
+            f" (the same recipe on all training examples reached "
+            f"{100 * s0_full['dev']['main']:.1f} % dev in (f))"
+            if s0_full.get("dev")
+            else ""
+        )
+        if _rising(at_end, n, gain):
+            why = "more teacher steps on this subset are the first thing to try"
+        else:
+            why = (
+                "more teacher steps on this subset are unlikely to reach 87 %; more training "
+                f"examples are the lever{more}"
+            )
+        text.append(f"Teacher: the S0 validation accuracy was "
+                    f"{'still rising' if _rising(at_end, n, gain) else 'flat'} at the end of its "
+                    f"{cells[0]['teacher_stage']['steps']} steps (best at the last check in "
+                    f"{at_end} of {n} seeds, {gain:+.1f} points over the second half): {why}.\n")  # fmt: skip
     return text
 
 
