@@ -980,9 +980,9 @@ def render_full_sst2() -> list[str]:
     return out
 
 
-def _session_budget_note(p: dict, tp: dict, walls: list[float]) -> str:
+def _session_budget_note(p: dict, tp: dict, cells: list[dict]) -> str:
     """Why the (g) subset has its size: the one-thread throughput measured in (f), the share of a
-    core this job got on the shared machine at launch, and the wall time measured per seed."""
+    core this job got on the shared machine at launch; then what each seed measured."""
     n, ep = p["train_subset"], p["teacher_epochs"]
     s0, s1 = tp["S0"]["examples_per_s"], tp["S1"]["examples_per_s"]
     per_seed = n * (ep / s0 + 3 * p["epochs"] / s1)
@@ -993,11 +993,21 @@ def _session_budget_note(p: dict, tp: dict, walls: list[float]) -> str:
             f"{per_seed / 60:.1f} min per seed on a whole core, {seeds * per_seed / 60:.0f} min for "
             f"{seeds} seeds before validation, dev evaluation and the spiking export. The machine "
             f"is shared: at launch four jobs ran on its two cores and this one got about "
-            f"{100 * share:.0f} % of a core, at which {seeds} seeds take about "
-            f"{seeds * per_seed / 60 / share:.0f} min, the most that fits the "
-            f"{p['budget_minutes']}-minute command")  # fmt: skip
-    if walls:
-        text += f"; measured: {statistics.mean(walls) / 60:.1f} min per seed, all included"
+            f"{100 * share:.0f} % of a core, at which {seeds} seeds were estimated at "
+            f"{seeds * per_seed / 60 / share:.0f} min, inside the {p['budget_minutes']}-minute "
+            "command")  # fmt: skip
+    if cells:
+        train = {st: statistics.mean(
+            (c["teacher_stage"] if st == "S0" else c["stages"][st])["train_wall_time_s"] / 60
+            for c in cells) for st in ("S0", "S1", "S2", "S3")}  # fmt: skip
+        wall = statistics.mean(c["wall_s"] for c in cells) / 60
+        text += (f". Measured (mean over {len(cells)} seed(s), validation included): training "
+                 + ", ".join(f"{st} {m:.1f} min" for st, m in train.items())
+                 + f"; {wall:.1f} min per seed in all, so {seeds} seeds take about "
+                 f"{seeds * wall:.0f} min"
+                 + (f", over the {p['budget_minutes']}-minute budget: the share of a core and "
+                    "the cost of S2/S3 and of the evaluations were underestimated"
+                    if seeds * wall > p["budget_minutes"] else ""))  # fmt: skip
     return text
 
 
@@ -1015,8 +1025,7 @@ def render_sst2_session() -> list[str]:
            "dev accuracy %)\n",
            f"Recipe: {p['why']}.\n"]  # fmt: skip
     if full.get("throughput"):
-        walls = [ses["seeds"][str(s)]["wall_s"] for s in seeds]
-        out.append(_session_budget_note(p, full["throughput"], walls) + ".\n")
+        out.append(_session_budget_note(p, full["throughput"], cells) + ".\n")
     if not cells:
         return [*out, "No seed has finished yet.\n"]
 
