@@ -1060,6 +1060,8 @@ def render_sst2_session() -> list[str]:
     if len(cells) < len(p["seeds"]):
         out.append(f"{len(cells)} of {len(p['seeds'])} seeds finished: the paired gap and the "
                    "verdict need all of them, **not yet measured**.\n")  # fmt: skip
+        if min(gaps) > 3 or not t_met:  # where the seeds so far lose accuracy
+            out += _session_diagnosis(cells, dev, min(gaps) > 3, not t_met, full)
         return out
     mean, lo, hi = _interval(gaps)
     verdict = (
@@ -1122,7 +1124,7 @@ def _session_diagnosis(cells: list[dict], dev, gap_missed: bool, teacher_missed:
         at_end, n, gain = rising[worst]
         still = _rising(at_end, n, gain)
         text.append(f"{worst}'s validation accuracy was "
-                    f"{'still rising at the end of its epoch' if still else 'flat at the end of its epoch'}"
+                    f"{'still rising at the end of its epoch' if still else 'no longer rising at the end of its epoch'}"
                     f" (best at the last check in {at_end} of {n} seeds, {gain:+.1f} points over "
                     "the second half of the stage): "
                     + ("more steps for this stage (a larger subset or more epochs) is the first "
@@ -1146,7 +1148,7 @@ def _session_diagnosis(cells: list[dict], dev, gap_missed: bool, teacher_missed:
                 f"examples are the lever{more}"
             )
         text.append(f"Teacher: the S0 validation accuracy was "
-                    f"{'still rising' if _rising(at_end, n, gain) else 'flat'} at the end of its "
+                    f"{'still rising' if _rising(at_end, n, gain) else 'no longer rising'} at the end of its "
                     f"{cells[0]['teacher_stage']['steps']} steps (best at the last check in "
                     f"{at_end} of {n} seeds, {gain:+.1f} points over the second half): {why}.\n")  # fmt: skip
     return text
