@@ -17,9 +17,15 @@
     the recipe (d) selected), seeds 0, 1, 2 in turn; a study of many CPU hours that runs in sittings:
     --max-minutes M saves the stage in progress and stops, --resume continues it (checkpoints in
     --work, outside the git tree); results/full_sst2.json says how far it has got.
+(g) sst2_session: the (f) recipe on a 5,000-example SST-2 training subset, seeds 0, 1, 2 in ONE
+    command (about 75 min on one thread): teacher, S1-S4 and the paired teacher - S4 gap with its
+    95 % t interval; results/sst2_session.json is written after every seed (--resume keeps them).
+glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through the generic GLUE
+    loader at 2,000 training examples, one seed, with the teacher gate's result.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
-    recipe energy_accounts full_sst2] [--data DIR] [--render-only] [--resume] [--paper-scale]
+    recipe energy_accounts full_sst2 sst2_session glue_extra]
+    [--data DIR] [--render-only] [--resume] [--paper-scale]
     [--work DIR] [--max-minutes M]
 """
 
@@ -206,11 +212,28 @@ SITTING_MIN = 90  # each benchmark command <= 90 min here (the issue's budget)
 FULL_WORK = Path(os.environ.get("SORBET_FULL_SST2_WORK", HERE / "runs" / "full_sst2"))
 
 
-def _full_config(folder: Path, work: Path, seed: int, minutes: float | None, student: bool):
-    """The ``DistillConfig`` of seed ``seed``'s teacher run (S0) or student run (S1-S4)."""
+SST2_SESSION = {  # (g): the (f) recipe on a training subset that fits one command (see below)
+    **FULL_SST2, "train_subset": 5000, "val_size": 500, "eval_every": 50, "save_every": 0,
+}  # fmt: skip
+SST2_SESSION_WHY = (
+    "the (f) recipe (teacher S0 AdamW lr 3e-5, 2 epochs, warm-up 10 % then linear decay; students "
+    "S1-S3 lr 1e-3, logits + representation loss, one epoch per stage; batch 32, max length 64) "
+    "on a seeded subset of 5,000 training examples; 500 other training examples held out for "
+    "validation, checkpoint every 50 steps (and at the end of each stage) selected on them"
+)
+SST2_SESSION_SEEDS = (0, 1, 2)
+SESSION_BUDGET_MIN = 75  # one command on one thread, 3 seeds
+SESSION_CORE_SHARE = 0.55  # CPU share of this job at launch (ps: 4 jobs on the 2 shared cores)
+SESSION_WORK = Path(os.environ.get("SORBET_SST2_SESSION_WORK", HERE / "runs" / "sst2_session"))
+
+
+def _study_config(recipe: dict, folder: Path, work: Path, seed: int, minutes: float | None,
+                  student: bool):  # fmt: skip
+    """The ``DistillConfig`` of seed ``seed``'s teacher run (S0) or student run (S1-S4) of a study
+    with ``recipe`` (``FULL_SST2`` or ``SST2_SESSION``)."""
     from sorbet_snn import DistillConfig
 
-    f = FULL_SST2
+    f = recipe
     common = {"val_size": f["val_size"], "max_len": f["max_len"], "batch_size": f["batch_size"],
               "eval_every": f["eval_every"], "save_every": f["save_every"], "seed": seed,
               "max_minutes": minutes, "train_subset": f["train_subset"]}  # fmt: skip
@@ -223,6 +246,49 @@ def _full_config(folder: Path, work: Path, seed: int, minutes: float | None, stu
                          lr=f["lr"], distill_loss=f["distill_loss"], **common)  # fmt: skip
 
 
+def _stage_out(work: Path, seed: int, stage: str) -> Path:
+    return work / f"seed{seed}" / ("teacher" if stage == "S0" else "student")
+
+
+def _run_seed(recipe: dict, folder: Path, work: Path, seed: int, budget, after_teacher,
+              gate_stops: bool = False) -> dict:  # fmt: skip
+    """One seed of a study: the teacher run (S0), ``after_teacher()``, the student run (S1-S4);
+    ``budget(what)`` gives the minutes left (None: no limit). Returns the seed's result with the
+    validation curve of every trained stage (step, validation accuracy) read from ``work``. With
+    ``gate_stops``, a teacher that fails the teacher gate ends the seed after S0 (``gate_stopped``
+    holds the gate's line) instead of raising."""
+    from sorbet_snn import ConfigError, run_distill
+    from sorbet_snn.distill import stage_progress
+
+    def curves(stages: tuple[str, ...]) -> dict:
+        out = {}
+        for stage in stages:
+            hist = stage_progress(_stage_out(work, seed, stage), stage).get("history", [])
+            out[stage] = [(h["step"], h["main"]) for h in hist]
+        return out
+
+    t_cfg = _study_config(recipe, folder, work, seed, budget(f"seed {seed} S0"), False)
+    t_res = run_distill(t_cfg, _stage_out(work, seed, "S0"), log=print)
+    result = {"teacher_dev": t_res.stages["S0"]["dev"], "teacher_stage": t_res.stages["S0"],
+              "majority_dev": t_res.majority_baseline}  # fmt: skip
+    after_teacher()
+    s_cfg = _study_config(recipe, folder, work, seed, budget(f"seed {seed} S1"), True)
+    try:
+        s_res = run_distill(s_cfg, _stage_out(work, seed, "S1"), log=print)
+    except ConfigError as exc:
+        if not gate_stops or exc.field != "teacher_gate":
+            raise
+        print(exc, flush=True)
+        return {**result, "gate_stopped": str(exc), "val_curves": curves(("S0",))}
+    return {
+        **result,
+        "stages": s_res.stages,
+        "teacher_gate": s_res.teacher_gate,
+        "energy": s_res.energy,
+        "val_curves": curves(("S0", *FULL_SST2_STUDENT[:-1])),
+    }
+
+
 def _full_progress(folder: Path, work: Path, payload: dict) -> None:
     """Per seed and stage: done / partial (step i of N, validation so far) / not started, read from
     the checkpoints in ``work``; dev metrics of each finished stage (evaluated once, then kept)."""
@@ -232,7 +298,7 @@ def _full_progress(folder: Path, work: Path, payload: dict) -> None:
     for seed in FULL_SST2_SEEDS:
         cell = payload["seeds"].setdefault(str(seed), {"stages": {}})
         for stage in ("S0", *FULL_SST2_STUDENT[:-1]):
-            out = work / f"seed{seed}" / ("teacher" if stage == "S0" else "student")
+            out = _stage_out(work, seed, stage)
             prog = stage_progress(out, stage)
             prog.pop("selection", None)
             old = cell["stages"].get(stage, {})
@@ -274,12 +340,14 @@ def _full_throughput(folder: Path, steps: int = 12) -> dict:
 def bench_full_sst2(data_root: Path, work: Path, resume: bool, max_minutes: float | None) -> dict:
     """(f): the full-data study in sittings. Runs seed 0's teacher, then its students, then seed 1,
     ...; stops (saving the stage in progress) when ``max_minutes`` runs out."""
-    from sorbet_snn import run_distill
     from sorbet_snn.distill import StageInterrupted
 
     folder = data_root / "glue" / "SST-2"
     path = RESULTS / "full_sst2.json"
     payload = json.loads(path.read_text()) if resume and path.is_file() else {}
+    if payload.get("checkpoints_lost"):
+        raise SystemExit(f"full_sst2 --resume: {payload['checkpoints_lost']}; run it without "
+                         "--resume to start over")  # fmt: skip
     payload["protocol"] = {**FULL_SST2, "seeds": list(FULL_SST2_SEEDS), "why": FULL_SST2_WHY,
                            "student_stages": list(FULL_SST2_STUDENT)}  # fmt: skip
     payload.setdefault("seeds", {})
@@ -311,21 +379,84 @@ def bench_full_sst2(data_root: Path, work: Path, resume: bool, max_minutes: floa
             done = payload["seeds"].get(str(seed), {}).get("result")
             if done is not None:
                 continue
-            teacher_cfg = _full_config(folder, work, seed, budget(f"seed {seed} S0"), False)
-            t_res = run_distill(teacher_cfg, work / f"seed{seed}" / "teacher", log=print)
-            save()
-            student_cfg = _full_config(folder, work, seed, budget(f"seed {seed} S1"), True)
-            s_res = run_distill(student_cfg, work / f"seed{seed}" / "student", log=print)
-            payload["seeds"][str(seed)]["result"] = {
-                "teacher_dev": t_res.stages["S0"]["dev"], "stages": s_res.stages,
-                "majority_dev": s_res.majority_baseline, "teacher_gate": s_res.teacher_gate,
-                "energy": s_res.energy,
-            }  # fmt: skip
+            result = _run_seed(FULL_SST2, folder, work, seed, budget, save)
+            payload["seeds"].setdefault(str(seed), {"stages": {}})["result"] = result
             save()
     except StageInterrupted as stop:
         sitting["stopped"] = str(stop)
         print(stop, flush=True)
     save()
+    return payload
+
+
+def bench_sst2_session(data_root: Path, work: Path, resume: bool) -> dict:
+    """(g): SST-2 on a training subset, 3 seeds x (S0 + S1-S3 + S4) in one command. Writes
+    results/sst2_session.json and the README after every seed; ``resume`` keeps the finished seeds
+    (stage checkpoints in ``work`` also resume a seed in progress while they exist)."""
+    folder = data_root / "glue" / "SST-2"
+    path = RESULTS / "sst2_session.json"
+    old = _load("sst2_session") if resume else None
+    payload = {"protocol": {**SST2_SESSION, "seeds": list(SST2_SESSION_SEEDS),
+                            "why": SST2_SESSION_WHY, "budget_minutes": SESSION_BUDGET_MIN,
+                            "core_share_at_launch": SESSION_CORE_SHARE,
+                            "student_stages": list(FULL_SST2_STUDENT)},
+               "seeds": (old or {}).get("seeds", {})}  # fmt: skip
+    for seed in SST2_SESSION_SEEDS:
+        if str(seed) in payload["seeds"]:
+            print(f"seed {seed}: kept from {path.name}", flush=True)
+            continue
+        start = time.time()
+        res = _run_seed(SST2_SESSION, folder, work, seed, lambda what: None, lambda: None)
+        res["wall_s"] = round(time.time() - start)
+        payload["seeds"][str(seed)] = res
+        path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+        write_readme()
+        gap = 100 * (res["teacher_dev"]["main"] - res["stages"]["S4"]["dev"]["main"])
+        print(f"seed {seed}: teacher {100 * res['teacher_dev']['main']:.1f} S4 "
+              f"{100 * res['stages']['S4']['dev']['main']:.1f} gap {gap:.1f} "
+              f"({res['wall_s']} s)", flush=True)  # fmt: skip
+    return payload
+
+
+GLUE_EXTRA = {  # (a)'s CoLA and STS-B columns through the generic GLUE loader: the (g) recipe
+    "CoLA": {**SST2_SESSION, "train_subset": 2000, "val_size": 300, "eval_every": 25},
+    "STS-B": {**SST2_SESSION, "train_subset": 2000, "val_size": 300, "eval_every": 25,
+              "max_len": 128},
+}  # fmt: skip
+GLUE_EXTRA_SEEDS = (0,)
+GLUE_EXTRA_WHY = (
+    "the (g) recipe on a seeded subset of 2,000 training examples, 300 more held out for "
+    "validation, checkpoint every 25 steps; max length 64 (STS-B 128); teacher gate on"
+)
+EXTRA_WORK = HERE / "runs" / "glue_extra"
+
+
+def bench_glue_extra(data_root: Path, work: Path, resume: bool) -> dict:
+    """CoLA (Matthews) and STS-B (Pearson/Spearman) at a small budget: teacher (S0), the teacher
+    gate, S1-S4; a teacher that fails the gate is recorded as stopped there. Writes
+    results/glue_extra.json after every run; ``resume`` keeps the finished runs."""
+    path = RESULTS / "glue_extra.json"
+    old = _load("glue_extra") if resume else None
+    payload = {"protocol": {"recipes": GLUE_EXTRA, "seeds": list(GLUE_EXTRA_SEEDS),
+                            "why": GLUE_EXTRA_WHY},
+               "runs": (old or {}).get("runs", []), "missing": {}}  # fmt: skip
+    have = {(r["task"], r["seed"]) for r in payload["runs"]}
+    for task, recipe in GLUE_EXTRA.items():
+        folder = data_root / "glue" / task
+        if not (folder / "train.tsv").is_file():
+            payload["missing"][task] = "not in the shared data folder (GLUE's held-out task there)"
+            print(f"skip {task}: {folder} not found", flush=True)
+            continue
+        for seed in GLUE_EXTRA_SEEDS:
+            if (task, seed) in have:
+                continue
+            start = time.time()
+            res = _run_seed(recipe, folder, work / task, seed, lambda what: None, lambda: None,
+                            gate_stops=True)  # fmt: skip
+            payload["runs"].append({"task": task, "seed": seed,
+                                    "train_examples": recipe["train_subset"], **res,
+                                    "wall_s": round(time.time() - start)})  # fmt: skip
+            path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
     return payload
 
 
@@ -510,15 +641,58 @@ def _fmt(values: list[float], digits: int = 1) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
+def _extra_run(r: dict) -> dict:
+    """A run of results/glue_extra.json in the shape of a results/glue.json run."""
+    stages = {"S0": {"dev": r["teacher_dev"]}, **r.get("stages", {})}
+    return {**r, "stages": stages, "majority_baseline": r["majority_dev"]}
+
+
+def _cell(runs: list[dict], get) -> str:
+    try:
+        return _fmt([100 * get(r) for r in runs])
+    except KeyError:  # the teacher gate stopped the run before the students
+        return "– (teacher gate)"
+
+
+def _render_glue_extra(extra: dict) -> list[str]:
+    if not extra:
+        return []
+    p = extra["protocol"]
+    out = [f"CoLA / STS-B columns: `python benchmarks/run.py --only glue_extra` ({p['why']}; "
+           f"seed {', '.join(map(str, p['seeds']))}).\n"]  # fmt: skip
+    for r in extra["runs"]:
+        t = r["task"]
+        if r.get("gate_stopped"):
+            out.append(f"{t} seed {r['seed']}: the teacher gate stopped the run after S0: "
+                       f"{r['gate_stopped'].split(';')[0]}.\n")  # fmt: skip
+        else:
+            g = r["teacher_gate"]
+            gap = 100 * (r["teacher_dev"]["main"] - r["stages"]["S4"]["dev"]["main"])
+            extra_m = (f" (Pearson {r['stages']['S4']['dev']['pearson']:.3f}, Spearman "
+                       f"{r['stages']['S4']['dev']['spearman']:.3f} for S4; teacher Pearson "
+                       f"{r['teacher_dev']['pearson']:.3f}, Spearman "
+                       f"{r['teacher_dev']['spearman']:.3f})" if t == "STS-B" else "")  # fmt: skip
+            out.append(f"{t} seed {r['seed']}: teacher gate passed (validation {g['metric']} "
+                       f"{g['value']:.3f} vs {g['baseline']:.3f} + {g['margin']:.3f}); teacher − "
+                       f"S4 {gap:.1f} points{extra_m}; one seed, no interval.\n")  # fmt: skip
+    for t, why in extra.get("missing", {}).items():
+        out.append(f"{t}: {why}; not run.\n")
+    return out
+
+
 def render() -> str:
     out = []
     glue = _load("glue")
     if glue:
-        out.append("**(a) GLUE dev accuracy (%), MiniLM teacher, CPU budget** "
+        extra = _load("glue_extra") or {}
+        xruns = [_extra_run(r) for r in extra.get("runs", [])]
+        what = ("dev accuracy (%)" if not xruns else "dev main metric (%: accuracy; CoLA: Matthews "
+                "correlation x 100; STS-B: mean of Pearson and Spearman x 100)")  # fmt: skip
+        out.append(f"**(a) GLUE {what}, MiniLM teacher, CPU budget** "
                    "(`python benchmarks/run.py --only glue`; one epoch per stage on a training "
                    "subset, see below; ± is the sample std over N seeds)\n")  # fmt: skip
         by_task: dict[str, list[dict]] = {}
-        for run in glue["runs"]:
+        for run in glue["runs"] + xruns:
             by_task.setdefault(run["task"], []).append(run)
         rows = [("majority class", lambda r: r["majority_baseline"]["main"]),
                 ("S0 FP teacher (MiniLM fine-tuned)", lambda r: r["stages"]["S0"]["dev"]["main"]),
@@ -536,15 +710,15 @@ def render() -> str:
         )
         out += [head, "|---" * (len(tasks) + 1) + "|"]
         for label, get in rows:
-            out.append(f"| {label} | " + " | ".join(
-                _fmt([100 * get(r) for r in by_task[t]]) for t in tasks) + " |")  # fmt: skip
+            out.append(f"| {label} | " + " | ".join(_cell(by_task[t], get) for t in tasks) + " |")
         for name in ("BERT-base 32-32-32", "BiT* 1-1-4"):
             out.append(f"| {name} (BiT README, full GLUE training; context) | " + " | ".join(
                 str(BIT_README.get(t, {}).get(name, "–")) for t in tasks) + " |")  # fmt: skip
         out.append("")
-        agree = [r["stages"]["S4"]["agreement_with_S3"] for r in glue["runs"]]
-        fire = [r["energy"]["firing_rate"] for r in glue["runs"]]
-        ratio = [r["energy"]["energy_ratio"] for r in glue["runs"]]
+        spiking = [r for r in glue["runs"] + xruns if "S4" in r["stages"]]
+        agree = [r["stages"]["S4"]["agreement_with_S3"] for r in spiking]
+        fire = [r["energy"]["firing_rate"] for r in spiking]
+        ratio = [r["energy"]["energy_ratio"] for r in spiking]
         out.append(f"S4/S3 prediction agreement: {', '.join(f'{a:.4f}' for a in agree)} (all runs). "
                    f"Firing rate (offset encoding): {', '.join(f'{f:.3f}' for f in fire)}. "
                    f"Estimated E_ANN / E_SNN: {', '.join(f'{x:.2f}x' for x in ratio)} "
@@ -554,17 +728,20 @@ def render() -> str:
         for t in tasks:
             teach = statistics.mean(r["stages"]["S0"]["dev"]["main"] for r in by_task[t])
             major = statistics.mean(r["majority_baseline"]["main"] for r in by_task[t])
-            if teach <= major:
+            if teach <= major and all("S4" in r["stages"] for r in by_task[t]):
                 out.append(f"On {t} the fine-tuned teacher does not beat the majority class with "
                            "this budget, so its student rows say nothing about accuracy there "
                            "(they check that the pipeline runs end to end).\n")  # fmt: skip
+        out += _render_glue_extra(extra)
         sst = by_task.get("SST-2", [])
         if sst:
             gap = [100 * (r["stages"]["S0"]["dev"]["main"] - r["stages"]["S4"]["dev"]["main"])
                    for r in sst]  # fmt: skip
             met = statistics.mean(gap) <= 3.0
             out.append(f"Target: spiking student within 3 points of the teacher on SST-2: gap "
-                       f"{_fmt(gap)} points: {'met' if met else '**missed**'}.\n")  # fmt: skip
+                       f"{_fmt(gap)} points: {'met' if met else '**missed**'} at this budget "
+                       "(the old student recipe; the recipe of (d) over 3 seeds with its "
+                       "interval: (g)).\n")  # fmt: skip
     syn = _load("synthetic")
     if syn:
         s = syn["summary"]
@@ -619,6 +796,7 @@ def render() -> str:
     out += render_recipe()
     out += render_energy_accounts()
     out += render_full_sst2()
+    out += render_sst2_session()
     return "\n".join(out).strip() + "\n"
 
 
@@ -783,13 +961,197 @@ def render_full_sst2() -> list[str]:
                    f"{hours * 60 / SITTING_MIN:.1f} sittings of 90 min; S2 and S3 are assumed to "
                    "cost what S1 costs (not measured yet).\n")  # fmt: skip
     last = full["sittings"][-1] if full.get("sittings") else {}
+    sittings = len(full.get("sittings", []))
+    if full.get("checkpoints_lost"):
+        t0 = full["seeds"]["0"]["stages"]["S0"]
+        out.append(f"**The study stopped for good at {where}** after {sittings} sittings: "
+                   f"{full['checkpoints_lost']}. A rerun (without --resume) starts over from "
+                   "the first teacher step. What it finished is kept: seed 0's teacher (S0), dev "
+                   f"{100 * t0['dev']['main']:.1f} %, validation {100 * t0['val_main']:.1f} %. "
+                   "No teacher/student comparison here: the target is measured by (g), which "
+                   "fits in one command.\n")  # fmt: skip
+        return out
     out.append(f"**How far the study has got: {where or 'all planned seeds done'}** "
-               f"({len(full.get('sittings', []))} sitting(s) so far; the last "
+               f"({sittings} sitting(s) so far; the last "
                f"{'stopped: ' + last['stopped'] if last.get('stopped') else 'ended'}). "
                f"No teacher/student comparison yet: the target (spiking student within 3 points "
                "of its teacher, paired over ≥ 3 seeds) is **not yet measured**. To continue: "
                f"`{cont.split(' (')[0]}` ({cont.split(' (', 1)[1]}.\n")  # fmt: skip
     return out
+
+
+def _session_budget_note(p: dict, tp: dict, cells: list[dict]) -> str:
+    """Why the (g) subset has its size: the one-thread throughput measured in (f), the share of a
+    core this job got on the shared machine at launch; then what each seed measured."""
+    n, ep = p["train_subset"], p["teacher_epochs"]
+    s0, s1 = tp["S0"]["examples_per_s"], tp["S1"]["examples_per_s"]
+    per_seed = n * (ep / s0 + 3 * p["epochs"] / s1)
+    seeds, share = len(p["seeds"]), p["core_share_at_launch"]
+    text = (f"Why {n:,} training examples: at the one-thread throughput measured in (f) (teacher "
+            f"fine-tuning {s0:.1f} examples/s, distillation {s1:.1f} examples/s, S2 and S3 assumed "
+            f"to cost what S1 costs), {ep:g} teacher epochs and 3 student epochs cost "
+            f"{per_seed / 60:.1f} min per seed on a whole core, {seeds * per_seed / 60:.0f} min for "
+            f"{seeds} seeds before validation, dev evaluation and the spiking export. The machine "
+            f"is shared: at launch four jobs ran on its two cores and this one got about "
+            f"{100 * share:.0f} % of a core, at which {seeds} seeds were estimated at "
+            f"{seeds * per_seed / 60 / share:.0f} min, inside the {p['budget_minutes']}-minute "
+            "command")  # fmt: skip
+    if cells:
+        train = {st: statistics.mean(
+            (c["teacher_stage"] if st == "S0" else c["stages"][st])["train_wall_time_s"] / 60
+            for c in cells) for st in ("S0", "S1", "S2", "S3")}  # fmt: skip
+        wall = statistics.mean(c["wall_s"] for c in cells) / 60
+        text += (f". Measured (mean over {len(cells)} seed(s), validation included): training "
+                 + ", ".join(f"{st} {m:.1f} min" for st, m in train.items())
+                 + f"; {wall:.1f} min per seed in all, so {seeds} seeds take about "
+                 f"{seeds * wall:.0f} min"
+                 + (f", over the {p['budget_minutes']}-minute budget: the share of a core and "
+                    "the cost of S2/S3 and of the evaluations were underestimated"
+                    if seeds * wall > p["budget_minutes"] else ""))  # fmt: skip
+    return text
+
+
+def render_sst2_session() -> list[str]:
+    ses = _load("sst2_session")
+    if not ses:
+        return []
+    p = ses["protocol"]
+    full = _load("full_sst2") or {}
+    seeds = [s for s in p["seeds"] if str(s) in ses["seeds"]]
+    cells = [ses["seeds"][str(s)] for s in seeds]
+    out = [f"**(g) SST-2 in one command, {len(p['seeds'])} seeds** (`python benchmarks/run.py "
+           f"--only sst2_session --resume`; {p['train_subset']:,} training examples, "
+           f"{p['val_size']} more held out for validation, dev = the 872 GLUE dev sentences; "
+           "dev accuracy %)\n",
+           f"Recipe: {p['why']}.\n"]  # fmt: skip
+    if full.get("throughput"):
+        out.append(_session_budget_note(p, full["throughput"], cells) + ".\n")
+    if not cells:
+        return [*out, "No seed has finished yet.\n"]
+
+    def dev(c: dict, st: str) -> float:
+        return 100 * (c["teacher_dev"] if st == "S0" else c["stages"][st]["dev"])["main"]
+
+    out += ["| seed | teacher S0 | S1 W1A4 | S2 + PTsoftmax | S3 + BSPN | S4 spiking | majority "
+            "class | gap S0 − S4 (points) | S4/S3 agreement | firing rate | E_ANN / E_SNN | "
+            "wall (min) |", "|---" * 12 + "|"]  # fmt: skip
+    stages = ("S0", "S1", "S2", "S3", "S4")
+    gaps = [dev(c, "S0") - dev(c, "S4") for c in cells]
+    for seed, c, gap in zip(seeds, cells, gaps):
+        e = c["energy"]
+        out.append(f"| {seed} | " + " | ".join(f"{dev(c, st):.1f}" for st in stages) +
+                   f" | {100 * c['majority_dev']['main']:.1f} | {gap:.1f} | "
+                   f"{c['stages']['S4']['agreement_with_S3']:.4f} | {e['firing_rate']:.3f} | "
+                   f"{e['energy_ratio']:.2f}x | {c['wall_s'] / 60:.0f} |")  # fmt: skip
+    if len(cells) > 1:
+        out.append("| mean ± std | " + " | ".join(_fmt([dev(c, st) for c in cells])
+                   for st in stages) + f" | | {_fmt(gaps)} | | | | |")  # fmt: skip
+    out.append("")
+    teach = [dev(c, "S0") for c in cells]
+    t_met = all(t >= 87.0 for t in teach)
+    t_text = (f"Teacher ≥ 87 % dev (rule: every seed): **{'met' if t_met else 'missed'}** "
+              f"({', '.join(f'{t:.1f}' for t in teach)})")  # fmt: skip
+    if full.get("seeds", {}).get("0", {}).get("stages", {}).get("S0", {}).get("dev"):
+        t_text += (
+            f"; the same recipe on the full training set gave "
+            f"{100 * full['seeds']['0']['stages']['S0']['dev']['main']:.1f} (seed 0, (f))"
+        )
+    out.append(t_text + ".\n")
+    if len(cells) < len(p["seeds"]):
+        out.append(f"{len(cells)} of {len(p['seeds'])} seeds finished: the paired gap and the "
+                   "verdict need all of them, **not yet measured**.\n")  # fmt: skip
+        if min(gaps) > 3 or not t_met:  # where the seeds so far lose accuracy
+            out += _session_diagnosis(cells, dev, min(gaps) > 3, not t_met, full)
+        return out
+    mean, lo, hi = _interval(gaps)
+    verdict = (
+        "met" if hi <= 3 else "**missed**" if lo > 3 else "**not shown** (the interval contains 3)"
+    )
+    out.append(f"**Target: spiking student within 3 points of its teacher** (rule: met only if the "
+               f"upper end of the 95 % t interval of the paired gap teacher − S4 is ≤ 3; missed "
+               f"if its lower end is > 3): gap {mean:.1f} points, 95 % t interval [{lo:.1f}, "
+               f"{hi:.1f}] over {len(cells)} seeds: {verdict}.\n")  # fmt: skip
+    if hi > 3 or not t_met:
+        out += _session_diagnosis(cells, dev, hi > 3, not t_met, full)
+    return out
+
+
+def _rising(at_end: int, n: int, gain: float) -> bool:
+    """A validation curve still rising at the end of its stage: best at the last check in most
+    seeds and a positive mean gain over the second half of the stage."""
+    return at_end * 2 > n and gain > 0
+
+
+def _session_diagnosis(cells: list[dict], dev, gap_missed: bool, teacher_missed: bool,
+                       full: dict) -> list[str]:  # fmt: skip
+    """Why a (g) target is missed, from what (g) measured: the dev change of each stage (gap) and
+    whether each stage's validation curve was still rising at its last check (gap and teacher)."""
+    steps = [("S0", "S1"), ("S1", "S2"), ("S2", "S3"), ("S3", "S4")]
+    drops = {b: [dev(c, a) - dev(c, b) for c in cells] for a, b in steps}
+    worst = max(drops, key=lambda b: statistics.mean(drops[b]))
+    text = ["Diagnosis (measured in this run)."]
+    if gap_missed:
+        text[0] += (" Dev accuracy lost per stage (points, mean over seeds, 95 % t interval): "
+                    + "; ".join(f"{a} → {b} {statistics.mean(drops[b]):+.1f} "
+                                f"[{_interval(drops[b])[1]:+.1f}, {_interval(drops[b])[2]:+.1f}]"
+                                for a, b in steps)
+                    + f". The largest loss is at {worst}.")  # fmt: skip
+    text[0] += " Validation curves:\n"
+    rows = [
+        "| stage | validation accuracy % at each check, mean over seeds (step: value) | "
+        "best check = last check (ties: the later) | last check − middle check (points) |",
+        "|---|---|---|---|",
+    ]
+    rising = {}
+    for st in ("S0", "S1", "S2", "S3"):
+        curves = [c["val_curves"][st] for c in cells if c.get("val_curves", {}).get(st)]
+        if not curves:
+            continue
+        n = min(len(cv) for cv in curves)
+        mean_curve = [(curves[0][i][0], statistics.mean(cv[i][1] for cv in curves))
+                      for i in range(n)]  # fmt: skip
+        at_end = sum(max(range(len(cv)), key=lambda i: (cv[i][1], i)) == len(cv) - 1
+                     for cv in curves)  # fmt: skip
+        # second half of the stage: last check minus the check nearest the middle of the stage
+        mid = [min(cv, key=lambda h: abs(h[0] - cv[-1][0] / 2)) for cv in curves]
+        late = [100 * (cv[-1][1] - m[1]) for cv, m in zip(curves, mid)]
+        rising[st] = (at_end, len(curves), statistics.mean(late))
+        rows.append(f"| {st} | " + ", ".join(f"{k}: {100 * v:.1f}" for k, v in mean_curve) +
+                    f" | {at_end} of {len(curves)} seeds | {_fmt(late)} (from step "
+                    f"{mid[0][0]}) |")  # fmt: skip
+    text += [*rows, ""]
+    if gap_missed and worst in rising:
+        at_end, n, gain = rising[worst]
+        still = _rising(at_end, n, gain)
+        text.append(f"{worst}'s validation accuracy was "
+                    f"{'still rising at the end of its epoch' if still else 'no longer rising at the end of its epoch'}"
+                    f" (best at the last check in {at_end} of {n} seeds, {gain:+.1f} points over "
+                    "the second half of the stage): "
+                    + ("more steps for this stage (a larger subset or more epochs) is the first "
+                       "thing to try." if still else "on this evidence more steps of the same "
+                       "recipe alone are unlikely to close the gap.")
+                    + "\n")  # fmt: skip
+    if teacher_missed and "S0" in rising:
+        at_end, n, gain = rising["S0"]
+        s0_full = full.get("seeds", {}).get("0", {}).get("stages", {}).get("S0", {})
+        more = (
+            f" (the same recipe on all training examples reached "
+            f"{100 * s0_full['dev']['main']:.1f} % dev in (f))"
+            if s0_full.get("dev")
+            else ""
+        )
+        if _rising(at_end, n, gain):
+            why = "more teacher steps on this subset are the first thing to try"
+        else:
+            why = (
+                "more teacher steps on this subset are unlikely to reach 87 %; more training "
+                f"examples are the lever{more}"
+            )
+        text.append(f"Teacher: the S0 validation accuracy was "
+                    f"{'still rising' if _rising(at_end, n, gain) else 'no longer rising'} at the end of its "
+                    f"{cells[0]['teacher_stage']['steps']} steps (best at the last check in "
+                    f"{at_end} of {n} seeds, {gain:+.1f} points over the second half): {why}.\n")  # fmt: skip
+    return text
 
 
 def render_energy_accounts() -> list[str]:
@@ -876,8 +1238,19 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         nargs="*",
         default=["glue", "synthetic", "spike_speed"],
-        choices=["glue", "synthetic", "spike_speed", "recipe", "energy_accounts", "full_sst2"],
-        help="benchmarks to run (recipe: the S1 learning-rate / loss / stage-split study)",
+        choices=[
+            "glue",
+            "synthetic",
+            "spike_speed",
+            "recipe",
+            "energy_accounts",
+            "full_sst2",
+            "sst2_session",
+            "glue_extra",
+        ],
+        help="benchmarks to run (recipe: the S1 learning-rate / loss / stage-split study; "
+        "full_sst2: the full-data study in sittings; sst2_session: 3 seeds on an SST-2 subset in "
+        "one command; glue_extra: CoLA and STS-B columns of table (a))",
     )
     parser.add_argument("--paper-scale", action="store_true",
                         help="glue: the official per-task budget (full training sets; see "
@@ -886,11 +1259,14 @@ def main(argv: list[str] | None = None) -> int:
         "--resume",
         action="store_true",
         help="recipe: keep the finished cells of results/recipe.json; full_sst2: continue the "
-        "study (progress in results/full_sst2.json, checkpoints in --work)",
+        "study (progress in results/full_sst2.json, checkpoints in --work); sst2_session: keep "
+        "the finished seeds of results/sst2_session.json; glue_extra: keep its finished runs",
     )
-    parser.add_argument("--work", type=Path, default=FULL_WORK,
-                        help="full_sst2: checkpoint folder, kept across sittings (default "
-                        "$SORBET_FULL_SST2_WORK or benchmarks/runs/full_sst2)")  # fmt: skip
+    parser.add_argument("--work", type=Path, default=None,
+                        help="full_sst2 / sst2_session / glue_extra: checkpoint folder (default "
+                        "$SORBET_FULL_SST2_WORK or benchmarks/runs/full_sst2, kept across "
+                        "sittings; $SORBET_SST2_SESSION_WORK or benchmarks/runs/sst2_session; "
+                        "benchmarks/runs/glue_extra)")  # fmt: skip
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="full_sst2: stop after this many minutes, saving the stage in "
                         "progress; rerun with --resume to continue")  # fmt: skip
@@ -911,9 +1287,22 @@ def main(argv: list[str] | None = None) -> int:
                 else (lambda: bench_glue(args.data)),
                 "recipe": lambda: bench_recipe(args.data, args.resume, args.arms),
                 "energy_accounts": bench_energy_accounts,
-                "full_sst2": lambda: bench_full_sst2(args.data, args.work, args.resume,
-                                                     args.max_minutes)}  # fmt: skip
-        for name in ("spike_speed", "synthetic", "glue", "recipe", "energy_accounts", "full_sst2"):
+                "full_sst2": lambda: bench_full_sst2(args.data, args.work or FULL_WORK,
+                                                     args.resume, args.max_minutes),
+                "sst2_session": lambda: bench_sst2_session(args.data, args.work or SESSION_WORK,
+                                                           args.resume),
+                "glue_extra": lambda: bench_glue_extra(args.data, args.work or EXTRA_WORK,
+                                                       args.resume)}  # fmt: skip
+        for name in (
+            "spike_speed",
+            "synthetic",
+            "glue",
+            "recipe",
+            "energy_accounts",
+            "full_sst2",
+            "sst2_session",
+            "glue_extra",
+        ):
             if name not in args.only:
                 continue
             start = time.perf_counter()
@@ -924,7 +1313,7 @@ def main(argv: list[str] | None = None) -> int:
                 command=f"python benchmarks/run.py --only {name}",
                 invoked_as=f"python benchmarks/run.py {only}".strip()
                 .replace(str(args.data), "DATA")
-                .replace(str(args.work), "WORK"),
+                .replace(str(args.work or "WORK"), "WORK"),
                 machine=machine(),
                 wall_time_s=time.perf_counter() - start,
             )
