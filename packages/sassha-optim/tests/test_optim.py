@@ -768,7 +768,9 @@ def test_update_unchanged_since_0_4_0(name):
     ``Sassha(lr=0.05, rho=0.1, weight_decay=0.01, seed=3, **options)`` on a fixed 6-8-8-3 MLP and
     batch, saved by sassha-optim 0.4.0, before the 0.5.0 step-time work (Hutchinson product without
     a zero-filled accumulator, one ``float()`` of the perturbation norm). The step must compute the
-    same update (bitwise on the machine that wrote the file; 1e-6 relative elsewhere)."""
+    same update (bitwise on the machine that wrote the file; 1e-5 relative elsewhere: another CPU's
+    SIMD kernels round some float32 sums differently and 12 steps amplify it — seen 1.4e-6 relative
+    on one weight of k3-n2-official; a wrong term or a lost step moves the weights far more)."""
     saved = torch.load(TRAJECTORIES, weights_only=True)
     assert saved["version"] == "0.4.0"
     run = saved["runs"][name]
@@ -777,5 +779,5 @@ def test_update_unchanged_since_0_4_0(name):
     for _ in range(12):
         opt.step(ce_closure(opt, model, saved["x"], saved["y"]))
     for p, want, d in zip(model.parameters(), run["params"], run["exp_hessian_diag"]):
-        torch.testing.assert_close(p.detach(), want, rtol=1e-6, atol=1e-7)
-        torch.testing.assert_close(opt.state[p]["exp_hessian_diag"], d, rtol=1e-6, atol=1e-9)
+        torch.testing.assert_close(p.detach(), want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(opt.state[p]["exp_hessian_diag"], d, rtol=1e-5, atol=1e-8)

@@ -223,7 +223,8 @@ class NegBinMixedEffects(ForecastModel):
             raise ValueError(f"time must have shape {tuple(X.shape[:-1])}; got {tuple(time.shape)}")
         if self.offset_feature is None:
             return self.beta0 + X @ self.beta + self.b0 + self.b1 * time
-        linear = X.index_select(-1, self._keep) @ self.beta
+        keep: Tensor = self._keep  # type: ignore[assignment]  # a registered buffer
+        linear = X.index_select(-1, keep) @ self.beta
         return X[..., self.offset_feature] + self.beta0 + linear + self.b0 + self.b1 * time
 
     def forward(self, X: Tensor | None = None, time: Tensor | None = None) -> Distribution:
