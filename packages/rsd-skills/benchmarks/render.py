@@ -161,7 +161,7 @@ def render() -> str:
         (
             p
             for p in (HERE / "results").glob("*.json")
-            if p.stem not in ("timing", "throughput_profile")
+            if p.stem not in ("timing", "throughput_profile", "zero_shot_closed_loop")
         ),
         key=lambda p: (not p.stem.startswith("point_maze"), p.stem),
     )
@@ -198,9 +198,38 @@ def render() -> str:
         if pngs:
             parts.append(" ".join(f"![{p.stem}](benchmarks/results/{p.name})" for p in pngs))
             parts.append("")
+    parts += closed_loop_table()
     parts += timing_table()
     parts += profile_table()
     return "\n".join(parts).rstrip() + "\n"
+
+
+def closed_loop_table() -> list[str]:
+    """The zero-shot diagnosis (``benchmarks/zero_shot_closed_loop.py``): METRA's skill recomputed
+    every step vs fixed at s0, against RSD's fixed z = Ψ(g)."""
+    path = HERE / "results" / "zero_shot_closed_loop.json"
+    if not path.exists():
+        return []
+    res = json.loads(path.read_text())
+    seeds = sorted(res["seeds"], key=int)
+    same = sum(res["seeds"][k]["reproduces_study"] for k in seeds)
+    lines = [
+        f"### zero-shot diagnosis: closed-loop skills ({res['study']})",
+        "",
+        f"Command: `{res['command'].strip()}`. METRA retrained with each finished run's settings "
+        f"(seeds {', '.join(seeds)}; the retrained run reproduces the study's zero-shot success "
+        f"rate exactly in {same} of {len(seeds)}), then the same trained agent evaluated with its "
+        "skill recomputed every step (closed loop, the study's METRA number) and with z computed "
+        "once at s0 (as RSD's z = Ψ(g) is, and as the official RSD evaluation runs METRA); RSD's "
+        "success rates are the study's. Paired over seeds, 95% t interval:",
+        "",
+        "| comparison (zero-shot AR) | difference | 95% t interval | verdict |",
+        "|---|---|---|---|",
+    ]
+    for name, d in res["summary"].items():
+        ci = "" if d["low"] is None else f"[{d['low']:+.2f}, {d['high']:+.2f}]"
+        lines.append(f"| {name} | {d['mean']:+.2f} | {ci} | {d['verdict']} |")
+    return [*lines, ""]
 
 
 def timing_table() -> list[str]:

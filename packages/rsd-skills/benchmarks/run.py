@@ -77,7 +77,9 @@ def t_interval(diffs: list[float], min_seeds: int = 1) -> dict[str, Any]:
     }
 
 
-def job(spec: dict[str, Any]) -> dict[str, Any]:
+def job(spec: dict[str, Any], on_trained: Any = None) -> dict[str, Any]:
+    """One (method, seed) run; ``on_trained(trainer)``, if given, runs after the last evaluation and
+    its result is returned under ``"after"`` (extra measurements of the trained agent)."""
     import torch
 
     torch.set_num_threads(1)
@@ -146,6 +148,7 @@ def job(spec: dict[str, Any]) -> dict[str, Any]:
         "wall_seconds": wall,
         "env_steps_per_second": trainer.env_steps / trainer.train_seconds,
         "grad_steps": trainer.grad_steps,
+        **({"after": on_trained(trainer)} if on_trained is not None else {}),
         "xy": cov["xy"].round(3).tolist() if spec["seed"] == spec["plot_seed"] else None,
         "skills": cov["skills"].round(4).tolist() if spec["seed"] == spec["plot_seed"] else None,
         **extra,
