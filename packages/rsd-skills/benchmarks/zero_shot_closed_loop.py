@@ -42,21 +42,17 @@ def both_ways(trainer: Any) -> dict[str, dict[str, float]]:
 
 def summarise(seeds: dict[str, Any]) -> dict[str, Any]:
     keys = sorted(seeds, key=int)
-    rows = {
-        "closed_loop − fixed_at_s0 (METRA)": [
-            seeds[k]["metra"]["closed_loop"]["success_rate"]
-            - seeds[k]["metra"]["fixed_at_s0"]["success_rate"]
-            for k in keys
-        ],
-        "METRA fixed_at_s0 − RSD": [
-            seeds[k]["metra"]["fixed_at_s0"]["success_rate"] - seeds[k]["rsd_success_rate"]
-            for k in keys
-        ],
-        "METRA closed_loop − RSD": [
-            seeds[k]["metra"]["closed_loop"]["success_rate"] - seeds[k]["rsd_success_rate"]
-            for k in keys
-        ],
+    ar = {
+        w: [seeds[k]["metra"][w]["success_rate"] for k in keys]
+        for w in ("closed_loop", "fixed_at_s0")
     }
+    ar["RSD"] = [seeds[k]["rsd_success_rate"] for k in keys]
+    pairs = {
+        "closed_loop − fixed_at_s0 (METRA)": ("closed_loop", "fixed_at_s0"),
+        "METRA fixed_at_s0 − RSD": ("fixed_at_s0", "RSD"),
+        "METRA closed_loop − RSD": ("closed_loop", "RSD"),
+    }
+    rows = {name: [x - y for x, y in zip(ar[a], ar[b])] for name, (a, b) in pairs.items()}
     return {name: t_interval(d, min_seeds=5) for name, d in rows.items()}
 
 
