@@ -120,13 +120,13 @@ def build_cli() -> CLI:
                 "run_evaluate(EvaluateConfig(...)).", config=EvaluateConfig)  # fmt: skip
     cli.command("export", cmd_export, help="export a trained quantised model (S3) as a spiking "
                 "model folder", description="Python: run_export(ExportConfig(...), out).",
-                writes=("export.json", "snn"), config=ExportConfig)  # fmt: skip
+                writes=("export.json", "snn"), config=ExportConfig, devices=("cpu",))  # fmt: skip
     cli.command("energy", cmd_energy, help="op-count energy model of an exported model, spike "
                 "rates measured on data, vs the FP teacher's MACs", description="Python: "
-                "run_energy(EnergyConfig(...)).", config=EnergyConfig)  # fmt: skip
+                "run_energy(EnergyConfig(...)).", config=EnergyConfig, devices=("cpu",))  # fmt: skip
     cli.command("demo", cmd_demo, help="the whole pipeline on the embedded synthetic task with "
                 "a tiny teacher (offline, about a minute with --quick)", description="Python: "
-                "run_demo(DemoConfig(...)).", config=DemoConfig)  # fmt: skip
+                "run_demo(DemoConfig(...)).", config=DemoConfig, devices=("cpu",))  # fmt: skip
     return cli
 
 

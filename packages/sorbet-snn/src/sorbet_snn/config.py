@@ -45,6 +45,11 @@ STAGE_NAMES = ("S0", "S1", "S2", "S3", "S4")
 SPLITS = ("train", "dev", "dev_mismatched", "test")
 _MAX = 10**6  # "as many as you like" for sizes that only need to be positive
 _SEED = 2**32 - 1  # the --seed flag's range (numpy's seeds)
+_DEVICE_DEFAULT = "cpu"
+_DEVICE_DOC = (
+    "torch device of the models and batches (cpu, cuda, cuda:N; the --device flag); checked when "
+    "the run starts"
+)
 _DATA = (
     "GLUE task folder in the original TSV format, or a task name (SST-2, RTE, ...) read from "
     "$ICML25_DATA/glue/<task>"
@@ -186,6 +191,7 @@ class DistillConfig:
     overwrite: bool = param(
         False, "retrain saved stages whose settings differ (the --overwrite flag)", flag=False
     )
+    device: str = param(_DEVICE_DEFAULT, _DEVICE_DOC)
     seed: int = param(0, "random seed", low=0, high=_SEED)
 
     def __post_init__(self) -> None:
@@ -215,6 +221,7 @@ class EvaluateConfig:
         None, "sequence length (auto: the model's training length)", low=8, high=512, none="auto"
     )
     batch_size: int = param(64, "batch size", low=1, high=_MAX)
+    device: str = param(_DEVICE_DEFAULT, _DEVICE_DOC)
 
     def __post_init__(self) -> None:
         check_config(self)

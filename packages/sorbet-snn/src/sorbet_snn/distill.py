@@ -167,15 +167,30 @@ def metrics_for(task: str, pred: Tensor, gold: Tensor) -> dict[str, float]:
     return out
 
 
+def model_device(model: nn.Module) -> torch.device:
+    """The device of ``model``'s parameters (CPU for a model without any)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+def to_device(batch: dict[str, Tensor], device: torch.device) -> dict[str, Tensor]:
+    """``batch`` with every tensor on ``device`` (the same dict when it is already there)."""
+    if all(v.device == device for v in batch.values()):
+        return batch
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
 @torch.no_grad()
 def predict(model: nn.Module, data: dict[str, Tensor], batch_size: int = 64) -> Tensor:
-    """Predicted classes (or regression values) of ``model`` on encoded ``data``."""
+    """Predicted classes (or regression values) of ``model`` on encoded ``data`` (on the CPU; each
+    batch runs on ``model``'s device)."""
     was = model.training
     model.eval()
+    device = model_device(model)
     outs = []
     for batch in iterate_batches(data, batch_size):
+        batch = to_device(batch, device)
         logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).logits
-        outs.append(logits.squeeze(-1) if logits.shape[-1] == 1 else logits.argmax(-1))
+        outs.append((logits.squeeze(-1) if logits.shape[-1] == 1 else logits.argmax(-1)).cpu())
     model.train(was)
     return torch.cat(outs)
 
@@ -411,6 +426,7 @@ def train_stage(
     if teacher is not None:
         teacher.train(settings.teacher_train_mode)
     regression = student.config.num_labels == 1
+    device = model_device(student)  # batches are built on the CPU and moved there
     gen = torch.Generator().manual_seed(settings.seed)
     best: dict[str, Any] = {"main": -math.inf, "step": 0, "state": None}
     history: list[dict[str, float]] = []
@@ -493,6 +509,7 @@ def train_stage(
                 break
             if world > 1:
                 batch = _shard(batch, rank, world, student)
+            batch = to_device(batch, device)
             out = forward(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
             if teacher is None:
                 loss = _label_loss(out.logits, batch["labels"], regression)
@@ -612,6 +629,7 @@ class PipelineSettings:
     # mid-stage resume: save the stage's state every this many steps (0: only at a deadline)
     save_every: int = 0
     deadline: float | None = None  # time.time() at which a stage saves its state and stops
+    device: str = "cpu"  # every stage's model (and the teacher) lives there; data stays on the CPU
 
     def student_plan(self) -> list[str]:
         """The student stages in order (S1 split into S1a, S1b, S1 with ``split_s1``)."""
@@ -713,6 +731,7 @@ def run_pipeline(
         settings.finetune_teacher == "always" or (settings.finetune_teacher == "auto" and headless)
     )
     current, report = convert_teacher(teacher, "fp")
+    current.to(settings.device)
     if headless:
         log(f"teacher has no classification head: {report.summary()}")
     previous: nn.Module = current
@@ -745,7 +764,7 @@ def run_pipeline(
             saved = None  # --overwrite: settings changed, retrain this stage
         if saved is not None:
             model = SorbetForSequenceClassification.from_pretrained(str(_stage_dir(out, stage)))
-            model.eval()
+            model.to(settings.device).eval()
             info = saved["info"]
             log(f"{stage}: resumed from {_stage_dir(out, stage).name} (saved run)")
         else:
@@ -791,6 +810,7 @@ def run_pipeline(
         if "S3" not in results["stages"]:
             raise ValueError("S4 (the spiking export) needs S3 in the stage plan")
         snn = to_snn(previous, engine=settings.engine)  # type: ignore[arg-type]
+        snn.to(settings.device)
         dev_metrics, dev_pred = evaluate(snn, dev, task)
         s3_pred = results["stages"]["S3"]["_pred"]
         agree = float((dev_pred == s3_pred).double().mean())
@@ -827,6 +847,7 @@ def _distil_stage(
     candidates = settings.candidates()
     for index, cand in enumerate(candidates):
         model, rep = convert_teacher(previous, base, **overrides)
+        model.to(settings.device)
         if best is None:
             log(rep.summary())
         desc = stage if len(candidates) == 1 else f"{stage} lr {cand.lr:g} x{cand.epochs:g}"

@@ -106,8 +106,10 @@ def energy_report(
     cfg: SorbetConfig = snn.config
     reset_spike_state(snn)
     lengths: list[Tensor] = []
+    device = next((p.device for p in snn.parameters()), torch.device("cpu"))
     with torch.no_grad():
         for batch in batches:
+            batch = {k: v.to(device) for k, v in batch.items()}
             mask = batch["attention_mask"]
             if count_padding:
                 mask = torch.ones_like(mask)

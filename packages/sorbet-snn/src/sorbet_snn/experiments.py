@@ -180,6 +180,27 @@ def write_snn(model: Any, tokenizer: Any, folder: Path, info: dict[str, Any]) ->
     return meta
 
 
+def resolve_device(name: str) -> Any:
+    """``name`` as a ``torch.device`` that exists here, or a :class:`ConfigError` on ``device``."""
+    import torch
+
+    accepts = "accepted: cpu, cuda, cuda:N"
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigError("device", f"{name!r} is not a torch device ({accepts})") from exc
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError("device", f"{name!r}: this command runs on {accepts}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError("device", f"{name!r}: this machine has no CUDA device (use cpu)")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ConfigError(
+                "device", f"{name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
+    return dev
+
+
 def _load_split(data: str | Path, task: str | None, split: str) -> Any:
     from .data import load_glue
 
@@ -281,6 +302,8 @@ def run_distill(
     # the data first: bad data fails before the heavy imports below
     train_split = _load_split(cfg.data, cfg.task, "train")
     dev_split = _labelled(_load_split(cfg.data, cfg.task, cfg.dev_split), "dev_split")
+    # a device this machine lacks fails here, before the teacher loads
+    device = resolve_device(cfg.device)
     import torch
 
     from .data import encode, iterate_batches
@@ -297,7 +320,10 @@ def run_distill(
     with _blame("teacher"):
         teacher, tokenizer, teacher_name = load_teacher(cfg.teacher, train_split.num_labels)
     torch.set_num_threads(cfg.threads)
-    init_distributed()  # under torchrun: DDP over the ranks (gloo), rank 0 writes
+    if init_distributed() and device.type != "cpu":  # under torchrun: DDP over gloo, rank 0 writes
+        raise ConfigError(
+            "device", f"torchrun runs use DDP over gloo on the CPU; got {cfg.device!r} (use cpu)"
+        )
     gen = torch.Generator().manual_seed(cfg.seed)
     order = torch.randperm(len(train_split), generator=gen).tolist()
     val_n = min(cfg.val_size, max(1, len(order) // 5))
@@ -313,6 +339,7 @@ def run_distill(
             f"{teacher_name}")  # fmt: skip
     log(note)
     settings = _pipeline_settings(cfg, teacher_name == "tiny")
+    settings.device = str(device)
     if cfg.max_minutes is not None:
         settings.deadline = started + 60 * cfg.max_minutes
     key = {"teacher": teacher_name, "train": len(train_idx), "val": len(val_idx),
@@ -391,6 +418,7 @@ def run_evaluate(cfg: EvaluateConfig) -> EvaluateResult:
     from .distill import evaluate
 
     data = encode(tokenizer, split, cfg.max_len or info.get("max_len", 64))
+    model.to(resolve_device(cfg.device))
     metrics, _ = evaluate(model, data, split.task, cfg.batch_size)
     kind = "spiking" if "spiking" in info else "ANN"
     return EvaluateResult(split.task, cfg.split, len(split), kind, metrics)
