@@ -647,6 +647,12 @@ class PipelineSettings:
         ]
 
 
+def _place(model: nn.Module, device: str) -> nn.Module:
+    """``model`` moved to ``device`` in place (``nn.Module.to``; HF's typed wrapper of ``to`` does
+    not accept a device string under mypy)."""
+    return nn.Module.to(model, torch.device(device))
+
+
 def _stage_dir(out: Path, stage: str) -> Path:
     return out / "stages" / stage
 
@@ -731,7 +737,7 @@ def run_pipeline(
         settings.finetune_teacher == "always" or (settings.finetune_teacher == "auto" and headless)
     )
     current, report = convert_teacher(teacher, "fp")
-    current.to(settings.device)
+    _place(current, settings.device)
     if headless:
         log(f"teacher has no classification head: {report.summary()}")
     previous: nn.Module = current
@@ -764,7 +770,7 @@ def run_pipeline(
             saved = None  # --overwrite: settings changed, retrain this stage
         if saved is not None:
             model = SorbetForSequenceClassification.from_pretrained(str(_stage_dir(out, stage)))
-            model.to(settings.device).eval()
+            _place(model, settings.device).eval()
             info = saved["info"]
             log(f"{stage}: resumed from {_stage_dir(out, stage).name} (saved run)")
         else:
@@ -810,7 +816,7 @@ def run_pipeline(
         if "S3" not in results["stages"]:
             raise ValueError("S4 (the spiking export) needs S3 in the stage plan")
         snn = to_snn(previous, engine=settings.engine)  # type: ignore[arg-type]
-        snn.to(settings.device)
+        _place(snn, settings.device)
         dev_metrics, dev_pred = evaluate(snn, dev, task)
         s3_pred = results["stages"]["S3"]["_pred"]
         agree = float((dev_pred == s3_pred).double().mean())
@@ -847,7 +853,7 @@ def _distil_stage(
     candidates = settings.candidates()
     for index, cand in enumerate(candidates):
         model, rep = convert_teacher(previous, base, **overrides)
-        model.to(settings.device)
+        _place(model, settings.device)
         if best is None:
             log(rep.summary())
         desc = stage if len(candidates) == 1 else f"{stage} lr {cand.lr:g} x{cand.epochs:g}"
