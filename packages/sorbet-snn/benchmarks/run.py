@@ -255,8 +255,10 @@ def _stage_out(work: Path, seed: int, stage: str) -> Path:
 
 
 def _run_seed(recipe: dict, folder: Path, work: Path, seed: int, budget, after_teacher,
-              gate_stops: bool = False, device: str = "cpu") -> dict:  # fmt: skip
-    """One seed of a study: the teacher run (S0), ``after_teacher()``, the student run (S1-S4);
+              gate_stops: bool = False, device: str = "cpu",
+              teacher_only: bool = False) -> dict:  # fmt: skip
+    """One seed of a study: the teacher run (S0), ``after_teacher()``, the student run (S1-S4;
+    none with ``teacher_only``);
     ``budget(what)`` gives the minutes left (None: no limit). Returns the seed's result with the
     validation curve of every trained stage (step, validation accuracy) read from ``work``. With
     ``gate_stops``, a teacher that fails the teacher gate ends the seed after S0 (``gate_stopped``
@@ -276,6 +278,8 @@ def _run_seed(recipe: dict, folder: Path, work: Path, seed: int, budget, after_t
     result = {"teacher_dev": t_res.stages["S0"]["dev"], "teacher_stage": t_res.stages["S0"],
               "majority_dev": t_res.majority_baseline}  # fmt: skip
     after_teacher()
+    if teacher_only:
+        return {**result, "teacher_only": True, "val_curves": curves(("S0",))}
     s_cfg = _study_config(recipe, folder, work, seed, budget(f"seed {seed} S1"), True, device)
     try:
         s_res = run_distill(s_cfg, _stage_out(work, seed, "S1"), log=print)
@@ -484,7 +488,8 @@ FULL_GLUE_WORK = HERE / "runs" / "full_glue"
 
 
 def bench_full_glue(data_root: Path, work: Path, tasks: list[str], seeds: list[int],
-                    device: str, train_subset: int | None = None) -> dict:  # fmt: skip
+                    device: str, train_subset: int | None = None,
+                    teacher_only: bool = False) -> dict:  # fmt: skip
     """(h): one run per (task, seed) on the full training set, each written to
     results/full_glue/<task>-seed<S>.json as soon as it ends (a teacher that fails the gate is
     recorded as stopped there). Returns a summary of what this call ran."""
@@ -500,13 +505,14 @@ def bench_full_glue(data_root: Path, work: Path, tasks: list[str], seeds: list[i
         for seed in seeds:
             start = time.time()
             res = _run_seed(recipe, folder, work / task, seed, lambda what: None, lambda: None,
-                            gate_stops=True, device=device)  # fmt: skip
+                            gate_stops=True, device=device, teacher_only=teacher_only)  # fmt: skip
             cell = {"task": task, "seed": seed, "recipe": recipe, **res,
                     "wall_s": round(time.time() - start), "device": _device_info(device),
                     "teacher_weights": os.environ.get("SORBET_TEACHER_NOTE",
                                                       "all-MiniLM-L6-v2 as shipped (float32)"),
                     "machine": machine()}  # fmt: skip
             size = "" if train_subset is None else f"-n{train_subset}"
+            size += "-teacher" if teacher_only else ""
             path = folder_out / f"{task}{size}-seed{seed}.json"
             path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
             print(f"wrote {path} ({cell['wall_s']} s)", flush=True)
@@ -522,12 +528,14 @@ def _device_info(device: str) -> dict:
     return info
 
 
-def _full_glue_cells() -> dict[tuple[str, int | None], list[dict]]:
-    """The finished (h) runs by (task, training subset or None for all), in seed order."""
-    out: dict[tuple[str, int | None], list[dict]] = {}
+def _full_glue_cells() -> dict[tuple[str, int | None, bool], list[dict]]:
+    """The finished (h) runs by (task, training subset or None for all, teacher only), in seed
+    order."""
+    out: dict[tuple[str, int | None, bool], list[dict]] = {}
     for path in sorted((RESULTS / "full_glue").glob("*-seed*.json")):
         cell = json.loads(path.read_text())
-        out.setdefault((cell["task"], cell["recipe"]["train_subset"]), []).append(cell)
+        key = (cell["task"], cell["recipe"]["train_subset"], bool(cell.get("teacher_only")))
+        out.setdefault(key, []).append(cell)
     for cells in out.values():
         cells.sort(key=lambda c: c["seed"])
     return out
@@ -1194,13 +1202,37 @@ def render_full_glue() -> list[str]:
                    f"S1 step (batch 32) were measured; one SST-2 seed was projected at "
                    f"{pl['projected_sst2_seed_s']} s with {pl['left_s']} s left: {what}.\n")  # fmt: skip
     for task in FULL_GLUE:
-        sizes = sorted((n for t, n in groups if t == task), key=lambda n: -1 if n is None else n)
-        if not sizes:
+        keys = sorted((k for k in groups if k[0] == task),
+                      key=lambda k: (-1 if k[1] is None else k[1], k[2]))  # fmt: skip
+        if not keys:
             out.append(f"*{task}*: not run.\n")
             continue
-        for n in sizes:
-            out += _render_full_glue_group(task, n, groups[(task, n)])
+        for key in keys:
+            render = _render_full_glue_teacher if key[2] else _render_full_glue_group
+            out += render(task, key[1], groups[key])
     return out
+
+
+def _render_full_glue_teacher(task: str, n: int | None, cells: list[dict]) -> list[str]:
+    """Teacher-only runs of (h) (``--teacher-only``): the fine-tuned teacher against the majority
+    class, per seed."""
+    size = "all training examples" if n is None else f"a seeded training subset of {n:,}"
+    where = cells[0]["device"].get("name", cells[0]["device"]["device"])
+    out = [f"*{task}, teacher only* ({FULL_GLUE_METRIC[task]}; {size}; on {where}; "
+           "`--teacher-only`)\n",
+           "| seed | teacher S0 dev | majority class dev | best validation | first check with "
+           "validation Matthews above 0 (CoLA; step) | steps | wall (min) |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for c in cells:
+        st = c["teacher_stage"]
+        above = [step for step, v in c["val_curves"]["S0"] if v > 0.0]
+        first = "–" if task != "CoLA" else "never" if not above else str(above[0])
+        out.append(f"| {c['seed']} | {_dev(c, 'S0'):.1f} | {100 * c['majority_dev']['main']:.1f} "
+                   f"| {100 * st['val']:.1f} | {first} | {st['steps']} | "
+                   f"{c['wall_s'] / 60:.0f} |")  # fmt: skip
+    if len(cells) > 1:
+        out.append(f"| mean ± std | {_fmt([_dev(c, 'S0') for c in cells])} | | | | | |")
+    return [*out, ""]
 
 
 def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list[str]:
@@ -1212,11 +1244,15 @@ def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list
     where = first["device"].get("name", first["device"]["device"])
     size = "all training examples" if n is None else f"a seeded training subset of {n:,}"
     out = [f"*{task}* ({FULL_GLUE_METRIC[task]}; {size}; on {where}; {len(done)} of "
-           f"{len(FULL_GLUE_SEEDS)} seeds finished; teacher weights: "
+           f"{len(FULL_GLUE_SEEDS)} seeds distilled; teacher weights: "
            f"{first['teacher_weights']})\n"]  # fmt: skip
-    for c in gated:
-        out.append(f"Seed {c['seed']}: the teacher reached {_dev(c, 'S0'):.1f} and the teacher "
-                   f"gate stopped the run: {c['gate_stopped']}\n")  # fmt: skip
+    if gated:
+        seeds = ", ".join(str(c["seed"]) for c in gated)
+        teach = ", ".join(f"{_dev(c, 'S0'):.1f}" for c in gated)
+        steps = gated[0]["teacher_stage"]["steps"]
+        out.append(f"The teacher gate stopped seed(s) {seeds} after S0 ({steps} steps; teacher "
+                   f"dev {teach}); "
+                   f"seed {gated[0]['seed']}: {gated[0]['gate_stopped'].split(';')[0]}.\n")  # fmt: skip
     if not done:
         return out
     gaps, rows = _stage_table([c["seed"] for c in done], done)
@@ -1233,7 +1269,7 @@ def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list
     out.append(f"Teacher ≥ 87 % dev (rule: every seed): **{'met' if t_met else 'missed'}** "
                f"({', '.join(f'{t:.1f}' for t in teach)}).\n")  # fmt: skip
     if len(done) < len(FULL_GLUE_SEEDS):
-        out.append(f"{len(done)} of {len(FULL_GLUE_SEEDS)} seeds finished: the paired gap and its "
+        out.append(f"{len(done)} of {len(FULL_GLUE_SEEDS)} seeds distilled: the paired gap and its "
                    "verdict need all of them, **not yet measured**.\n")  # fmt: skip
         return out
     line, hi = _gap_target(gaps)
@@ -1429,6 +1465,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-subset", type=int, default=None,
                         help="full_glue: use only this many (seeded) training examples per task "
                         "(default: all; recorded in each run's JSON)")  # fmt: skip
+    parser.add_argument("--teacher-only", action="store_true",
+                        help="full_glue: fine-tune the teacher (S0) only, no students; written to "
+                        "results/full_glue/<task>[-n<N>]-teacher-seed<S>.json")  # fmt: skip
     parser.add_argument("--device", default="cpu",
                         help="full_glue: torch device of the runs (cpu, cuda, cuda:N)")  # fmt: skip
     parser.add_argument("--paper-scale", action="store_true",
@@ -1474,7 +1513,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        args.resume),
                 "full_glue": lambda: bench_full_glue(args.data, args.work or FULL_GLUE_WORK,
                                                      args.tasks, args.seeds, args.device,
-                                                     args.train_subset)}  # fmt: skip
+                                                     args.train_subset, args.teacher_only)}  # fmt: skip
         for name in (
             "spike_speed",
             "synthetic",
