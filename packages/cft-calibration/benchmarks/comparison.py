@@ -656,6 +656,23 @@ def full_cost(r: dict[str, Any], setting: str) -> dict[str, Any]:
     }
 
 
+def projected(r: dict[str, Any], work: Path, setting: str, seed: int, stage: str) -> float | None:
+    """Projected seconds of a full-model cell (``full_cost``), with the rebuild of the base and
+    aligned weights it starts from when ``--work`` lacks them (None without a projection)."""
+    st = r.get("full_cost", {}).get(setting, {}).get("stage_seconds", {})
+    if stage not in st:
+        return None
+    have = setting_dir(work, setting)
+    base = (have / f"seed{seed}_base.pt").is_file()
+    aligned = (have / f"seed{seed}_aligned.pt").is_file()
+    cost = float(st[stage])
+    if stage in METHODS and not aligned:
+        cost += st["aligned"] + (0.0 if base else st["base"])
+    elif stage == "aligned" and not base:
+        cost += st["base"]
+    return cost
+
+
 def run(args: argparse.Namespace) -> None:
     r = load_results() if args.resume else {}
     protocols = (
@@ -717,7 +734,7 @@ def run(args: argparse.Namespace) -> None:
         if args.stop_at and time.time() > args.stop_at:
             print("stop time reached; rerun with --resume to continue", flush=True)
             return
-        cost = r.get("full_cost", {}).get(setting, {}).get("stage_seconds", {}).get(stage)
+        cost = projected(r, args.work, setting, seed, stage)
         if args.stop_at and cost and time.time() + cost > args.stop_at:
             print(f"{key}: projected {cost / 60:.0f} min, past --stop-at; rerun with --resume to "
                   "continue", flush=True)  # fmt: skip

@@ -292,3 +292,15 @@ def test_full_stages_run_on_the_scorers_device(comparison, monkeypatch, tmp_path
     again = comparison.reproduce(cells, "obqa_full", 0, scorer0, cache, tmp_path, ("base",))
     for new, old in again["base"].values():
         assert new == old
+
+
+def test_projected_cost_adds_the_rebuilds(comparison, tmp_path):
+    st = {"base": 100.0, "aligned": 50.0, "ts": 1.0, "cft": 80.0}
+    r = {"full_cost": {"obqa_full": {"stage_seconds": st}}}
+    assert comparison.projected(r, tmp_path, "obqa_full", 0, "cft") == 230.0
+    assert comparison.projected(r, tmp_path, "obqa_full", 0, "aligned") == 150.0
+    (tmp_path / "obqa_full" / "seed0_base.pt").write_bytes(b"")
+    assert comparison.projected(r, tmp_path, "obqa_full", 0, "cft") == 130.0
+    (tmp_path / "obqa_full" / "seed0_aligned.pt").write_bytes(b"")
+    assert comparison.projected(r, tmp_path, "obqa_full", 0, "ts") == 1.0
+    assert comparison.projected({}, tmp_path, "obqa_full", 0, "ts") is None
