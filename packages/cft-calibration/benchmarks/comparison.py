@@ -16,7 +16,20 @@ MMLU subjects by question count until they hold 6,000 questions (10 subjects, 6,
 2,000 of them drawn as the in-domain test and the rest as the train pool; out of domain: 2,000
 questions drawn over the other 47 subjects. Setting ``causal``: ``run_causal_lm`` on OpenBookQA
 (see :func:`run_causal_cell`). Setting ``obqa_wide``: ``obqa`` rebuilt from the base up with base
-SFT and CFT on the extended epoch grids (``GRID``).
+SFT and CFT on the extended epoch grids (``GRID``). Setting ``obqa_full``: ``obqa_wide`` with every
+weight trained: the same fixed splits, per-seed splits, seeds, stages, selection rules, learning
+rates and epoch grids, but the scorer is the whole ``BertForMultipleChoice`` (``MCScorer``, the
+library path of ``positive_control.py``), tokenised (question, option) pairs with ``only_first``
+truncation at ``max_length`` 64 and padding to the longest pair of each batch; nothing is cached.
+The validation and test questions are scored in order of token length, 32 at a time (less
+padding; the metrics do not depend on the order, and the logits came out equal to the bit on 128
+sorted questions at batches 16, 32 and 128); the aligned model's test logits are kept under
+``--work`` and temperature scaling reuses them instead of scoring the test sets again. The
+training batches are those of every other setting (no length bucketing: it would change the
+runs). Each cell stores its timing (seconds per epoch and per step) and ``full_cost`` the
+projected CPU time of the cells still missing (``FULL_SITTING_MIN``-minute sittings, weights
+rebuilt per sitting). ``--device cuda`` (or any torch device) moves every model and batch there;
+the cached states of the top-layer settings are still computed on the CPU.
 
 Positive control first: a MiniLM setting's calibration stages run only while its base models pass
 (lowest 95% Wilson lower bound of in-domain accuracy over the seeds above 0.30); ``--control-only``
@@ -34,12 +47,14 @@ finished cells (base and aligned weights and the cached states are kept under ``
 Usage (from packages/cft-calibration; single-threaded):
     python benchmarks/comparison.py --seeds 0 1 2 3 4 --resume
     python benchmarks/comparison.py --settings mmlu --seeds 0 --control-only --resume
+    python benchmarks/comparison.py --settings obqa_full --seeds 0 1 2 3 4 --resume --device cuda
     python benchmarks/comparison.py --render-only
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -63,10 +78,22 @@ HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULT = HERE / "results" / "comparison.json"
 DEFAULT_DATA = Path(os.environ.get("ICML25_DATA", PKG.parents[1].parent / "shared" / "data"))
-SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide")
+SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide", "obqa_full")
 # ``obqa_wide``: the obqa comparison rebuilt on the extended grids (GRID) from the base up; the
 # same cached data and per-seed splits as ``obqa``, its own weights.
-DATA_OF = {"obqa_wide": "obqa"}
+DATA_OF = {"obqa_wide": "obqa", "obqa_full": "obqa"}
+# ``obqa_full``: every weight of BertForMultipleChoice trained in every stage (no cached states).
+FULL_SETTINGS = ("obqa_full",)
+FULL: dict[str, Any] = {
+    "trains": "every weight of BertForMultipleChoice (MCScorer)",
+    "grids_of": "obqa_wide",
+    "eval_order": "token length",
+    # scoring batches: smaller ones are faster on one CPU thread and give the same logits (only
+    # the padding differs; equal to the bit on 128 sorted questions at batches 16, 32 and 128)
+    "eval_batch_size": 32,
+}
+# The length of one CPU sitting the projection in ``full_cost`` plans with (minutes, one thread).
+FULL_SITTING_MIN = 100
 SETTING_LABELS = {"obqa": "OpenBookQA", "mmlu": "MMLU-internal"}
 METHODS = ("ts", "cft", "ls", "long_sft", "rcft")
 STAGES = ("uniform", "base", "aligned", *METHODS)
@@ -204,15 +231,91 @@ def load_cache(
     return scorer, cache
 
 
-def seed_splits(pool: HiddenSplit, seed: int) -> dict[str, HiddenSplit]:
+def token_lengths(tokenizer: Any, items: list[C.MCItem]) -> list[int]:
+    """Each question's longest (question, option) pair in tokens, as ``MCScorer`` encodes it."""
+    from cft_calibration.scoring import encode_pairs
+
+    return [
+        int(encode_pairs(tokenizer, [it.question] * it.k, list(it.choices),
+                         PROTOCOL["max_length"])["attention_mask"].sum(1).max())
+        for it in items
+    ]  # fmt: skip
+
+
+def by_length(tokenizer: Any, items: list[C.MCItem]) -> list[C.MCItem]:
+    """``items`` in order of token length (ties keep their order): an evaluation set whose
+    batches pad little. Only for scoring; every metric here is a sum over questions."""
+    lengths = token_lengths(tokenizer, items)
+    return [items[i] for i in sorted(range(len(items)), key=lambda i: lengths[i])]
+
+
+def load_full(
+    args: argparse.Namespace, device: torch.device
+) -> tuple[C.MCScorer, dict[str, list[C.MCItem]]]:
+    """Setting ``obqa_full``: the whole MiniLM ``BertForMultipleChoice`` as an ``MCScorer`` on
+    ``device`` (the classifier drawn as in :func:`load_cache`) and the fixed splits of ``obqa`` as
+    questions; the two test sets in order of token length (the pool keeps its order, so the
+    per-seed splits are the questions of ``obqa``'s)."""
+    import transformers
+    from cft_calibration.features import minilm_path
+
+    path = minilm_path()
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)  # the new classifier head: the same start as load_cache's
+        model = transformers.AutoModelForMultipleChoice.from_pretrained(path)
+    scorer = C.MCScorer(model, tok, PROTOCOL["max_length"]).to(device)
+    splits = fixed_splits(args.data, "obqa")
+    for name in ("id_test", "ood_test"):
+        splits[name] = by_length(tok, splits[name])
+    return scorer, splits
+
+
+def seed_splits(pool: Any, seed: int) -> dict[str, Any]:
+    """A seed's validation / base / calibration-train split of the train pool (cached states or a
+    list of questions: the same questions either way)."""
     g = torch.Generator().manual_seed(1000 + seed)
     perm = torch.randperm(len(pool), generator=g).tolist()
     v, b = PROTOCOL["val"], PROTOCOL["base_questions"]
-    return {
-        "val": pool.subset(perm[:v]),
-        "base": pool.subset(perm[v : v + b]),
-        "cal": pool.subset(perm[v + b :]),
-    }
+
+    def take(idx: list[int]) -> Any:
+        return pool.subset(idx) if isinstance(pool, HiddenSplit) else [pool[i] for i in idx]
+
+    return {"val": take(perm[:v]), "base": take(perm[v : v + b]), "cal": take(perm[v + b :])}
+
+
+class StepClock:
+    """A progress bar for ``C.train`` / ``C.dpo_align`` that only records when each step ends."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.start, self.ends = total, time.perf_counter(), []
+
+    def update(self, n: int = 1) -> None:
+        self.ends.append(time.perf_counter())
+
+    def close(self) -> None:
+        pass
+
+    def summary(self, steps_per_epoch: int | None = None) -> dict[str, Any]:
+        """Median seconds per step; with ``steps_per_epoch`` also the seconds of each epoch: its
+        steps and the validation pass before them (epoch 0's pass for the first epoch)."""
+        gaps = sorted(b - a for a, b in itertools.pairwise(self.ends))
+        out: dict[str, Any] = {"steps": len(self.ends),
+                               "step_seconds_median": gaps[len(gaps) // 2] if gaps else None}  # fmt: skip
+        if steps_per_epoch:
+            marks = [self.start, *self.ends[steps_per_epoch - 1 :: steps_per_epoch]]
+            out["epoch_seconds"] = [b - a for a, b in itertools.pairwise(marks)]
+        return out
+
+
+def clocked(holder: list[StepClock]) -> Any:
+    """``progress`` factory for the library loops: the clock it made is appended to ``holder``."""
+
+    def make(total: int, desc: str) -> StepClock:
+        holder.append(StepClock(total))
+        return holder[-1]
+
+    return make
 
 
 # ----------------------------------------------------------------------------------- stages
@@ -222,23 +325,38 @@ def metrics(probs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> di
     return C.evaluate_probs(probs, labels, mask=mask, n_bins=PROTOCOL["n_bins"])
 
 
-def evaluate(scorer: Any, cache: dict[str, HiddenSplit], transform: Any = None) -> dict[str, Any]:
+def test_logits(
+    scorer: Any, cache: dict[str, Any], batch_size: int = 256
+) -> dict[str, tuple[torch.Tensor, ...]]:
+    """(logits, mask, labels) of both test sets (on the CPU)."""
+    return {split: C.predict(scorer, cache[split], batch_size) for split in ("id_test", "ood_test")}
+
+
+def evaluate(
+    scorer: Any,
+    cache: dict[str, Any],
+    transform: Any = None,
+    logits: Any = None,
+    batch_size: int = 256,
+) -> dict[str, Any]:
+    """Test metrics of a scorer (or of its stored ``logits``), optionally after ``transform``."""
+    logits = logits if logits is not None else test_logits(scorer, cache, batch_size)
     out = {}
-    for split in ("id_test", "ood_test"):
-        z, m, y = C.predict(scorer, cache[split], 256)
+    for split, (z, m, y) in logits.items():
         p = transform(z) if transform is not None else torch.softmax(z, -1)
         out[split] = metrics(p, y, m)
     return out
 
 
-def tcfg(spec: dict[str, Any], seed: int, **extra: Any) -> C.TrainConfig:
-    return C.TrainConfig(**spec, n_bins=PROTOCOL["n_bins"], eval_batch_size=256, seed=seed, **extra)
+def tcfg(spec: dict[str, Any], seed: int, ebs: int = 256, **extra: Any) -> C.TrainConfig:
+    return C.TrainConfig(**spec, n_bins=PROTOCOL["n_bins"], eval_batch_size=ebs, seed=seed, **extra)
 
 
 def wide_of(stage: str, setting: str) -> str:
     """The GRID key a stage trains on: ``base_wide`` / ``cft_wide`` as named, and every base / CFT
-    stage of ``obqa_wide``."""
-    return f"{stage}_wide" if setting == "obqa_wide" and stage in ("base", "cft") else stage
+    stage of ``obqa_wide`` and ``obqa_full``."""
+    wide = setting in ("obqa_wide", *FULL_SETTINGS)
+    return f"{stage}_wide" if wide and stage in ("base", "cft") else stage
 
 
 def setting_dir(work: Path, setting: str) -> Path:
@@ -274,79 +392,111 @@ def base_diagnosis(
 def run_cell(
     stage: str,
     seed: int,
-    scorer0: TopLayerScorer,
-    cache: dict[str, HiddenSplit],
+    scorer0: Any,
+    cache: dict[str, Any],
     work: Path,
     setting: str = "obqa",
     subjects: list[str] | None = None,
 ) -> dict[str, Any]:
     """One (setting, seed, stage) cell; ``subjects`` (the in-domain test questions' subjects) adds
-    :func:`base_diagnosis` to a base cell."""
+    :func:`base_diagnosis` to a base cell. ``scorer0`` (a ``TopLayerScorer`` over cached states or,
+    in ``obqa_full``, an ``MCScorer`` over questions) is copied, never trained; every stage runs on
+    the device its parameters are on."""
     import copy
 
     sp = seed_splits(cache["pool"], seed)
+    full = setting in FULL_SETTINGS
+    if full:  # validation is only scored: in order of token length, as the test sets
+        sp["val"] = by_length(scorer0.tokenizer, sp["val"])
+    device = next(scorer0.parameters()).device
+    ebs = FULL["eval_batch_size"] if full else 256
     work = setting_dir(work, setting)
     t0 = time.perf_counter()
-    cell: dict[str, Any] = {}
+    cell: dict[str, Any] = {"device": str(device)}
+    clocks: list[StepClock] = []
+
+    def load(name: str) -> Any:
+        model = copy.deepcopy(scorer0)
+        model.load_state_dict(torch.load(work / name, map_location=device))
+        return model
+
     if stage == "uniform":
-        cell["test"] = {
-            s: metrics(cache[s].mask.double() / cache[s].mask.sum(1, keepdim=True), cache[s].labels,
-                       cache[s].mask)
-            for s in ("id_test", "ood_test")
-        }  # fmt: skip
+        cell["test"] = {}
+        for s in ("id_test", "ood_test"):
+            data = cache[s]
+            if isinstance(data, HiddenSplit):
+                mask, labels = data.mask, data.labels
+            else:
+                k = max(it.k for it in data)
+                mask = torch.tensor([[j < it.k for j in range(k)] for it in data])
+                labels = torch.tensor([it.answer for it in data])
+            cell["test"][s] = metrics(mask.double() / mask.sum(1, keepdim=True), labels, mask)
     elif stage in ("base", "base_wide"):
         model = copy.deepcopy(scorer0)
         spec = {**PROTOCOL["base"], **GRID.get(wide_of(stage, setting), {})}
-        fit = C.train(model, sp["base"], tcfg(spec, seed * 100 + 1), None, sp["val"])
+        cfg = tcfg(spec, seed * 100 + 1, ebs)
+        fit = C.train(model, sp["base"], cfg, None, sp["val"], clocked(clocks))
         if stage == "base":
             torch.save(model.state_dict(), work / f"seed{seed}_base.pt")
         cell.update(selected_epoch=fit.selected_epoch, epochs=spec["epochs"], history=fit.history)
-        cell["test"] = evaluate(model, cache)
+        cell["timing"] = clocks[0].summary(math.ceil(len(sp["base"]) / cfg.batch_size))
+        t1 = time.perf_counter()
+        cell["test"] = evaluate(model, cache, batch_size=ebs)
+        cell["timing"]["test_seconds"] = time.perf_counter() - t1
         if subjects is not None:
             cell["diagnosis"] = base_diagnosis(model, sp, cache, subjects)
     elif stage == "aligned":
-        model = copy.deepcopy(scorer0)
-        model.load_state_dict(torch.load(work / f"seed{seed}_base.pt"))
+        model = load(f"seed{seed}_base.pt")
         d = PROTOCOL["dpo"]
-        res = C.dpo_align(model, sp["base"], C.DPOConfig(**d, seed=seed * 100 + 2))
+        res = C.dpo_align(model, sp["base"], C.DPOConfig(**d, seed=seed * 100 + 2),
+                          progress=clocked(clocks))  # fmt: skip
         torch.save(model.state_dict(), work / f"seed{seed}_aligned.pt")
+        cell["timing"] = clocks[0].summary()
         last = res.history[-10:]
         cell["dpo_last10"] = {
             k: sum(h[k] for h in last) / len(last) for k in ("loss", "margin", "reward_accuracy")
         }
-        cell["val"] = C.evaluate_scorer(model, sp["val"], 256, PROTOCOL["n_bins"])
-        cell["test"] = evaluate(model, cache)
+        cell["val"] = C.evaluate_scorer(model, sp["val"], ebs, PROTOCOL["n_bins"])
+        t1 = time.perf_counter()
+        logits = test_logits(model, cache, ebs)
+        cell["timing"]["test_seconds"] = time.perf_counter() - t1
+        torch.save(logits, work / f"seed{seed}_aligned_test_logits.pt")
+        cell["test"] = evaluate(model, cache, logits=logits)
     else:
-        model = copy.deepcopy(scorer0)
-        model.load_state_dict(torch.load(work / f"seed{seed}_aligned.pt"))
+        model = load(f"seed{seed}_aligned.pt")
         if stage == "ts":
-            z, m, y = C.predict(model, sp["val"], 256)
+            z, m, y = C.predict(model, sp["val"], ebs)
             ts = C.TemperatureScaler().fit(z, y, m)
             cell["temperature"] = ts.temperature_
-            cell["test"] = evaluate(model, cache, ts.transform)
+            stored = work / f"seed{seed}_aligned_test_logits.pt"
+            logits = torch.load(stored) if stored.is_file() else None
+            cell["test"] = evaluate(model, cache, ts.transform, logits)
         else:
             offset = {"cft": 10, "cft_wide": 10, "ls": 11, "long_sft": 12, "rcft": 13}[stage]
             s = seed * 100 + offset
             if stage in ("cft", "cft_wide"):
-                cfg = tcfg({**PROTOCOL["cft"], **GRID.get(wide_of(stage, setting), {})}, s)
+                cfg = tcfg({**PROTOCOL["cft"], **GRID.get(wide_of(stage, setting), {})}, s, ebs)
                 reg = None
             elif stage == "ls":
                 spec = {**PROTOCOL["cft"], **GRID.get(wide_of("cft", setting), {})}
-                cfg = tcfg(spec, s, label_smoothing=PROTOCOL["label_smoothing"])
+                cfg = tcfg(spec, s, ebs, label_smoothing=PROTOCOL["label_smoothing"])
                 reg = None
             elif stage == "long_sft":
-                cfg, reg = tcfg(PROTOCOL["long"], s), None
+                cfg, reg = tcfg(PROTOCOL["long"], s, ebs), None
             else:
-                cfg = tcfg(PROTOCOL["long"], s, e_step_every=1)
+                cfg = tcfg(PROTOCOL["long"], s, ebs, e_step_every=1)
                 reg = C.EMECERegularizer(PROTOCOL["n_bins"], PROTOCOL["lam"])
-            fit = C.train(model, sp["cal"], cfg, reg, sp["val"])
+            fit = C.train(model, sp["cal"], cfg, reg, sp["val"], clocked(clocks))
             cell.update(selected_epoch=fit.selected_epoch, epochs=cfg.epochs, history=fit.history)
-            cell["test"] = evaluate(model, cache)
+            cell["timing"] = clocks[0].summary(math.ceil(len(sp["cal"]) / cfg.batch_size))
+            t1 = time.perf_counter()
+            cell["test"] = evaluate(model, cache, batch_size=ebs)
+            cell["timing"]["test_seconds"] = time.perf_counter() - t1
     cell["seconds"] = time.perf_counter() - t0
     return cell
 
 
-def run_causal_cell(seed: int, data: Path) -> dict[str, Any]:
+def run_causal_cell(seed: int, data: Path, device: str = "cpu") -> dict[str, Any]:
     """Setting ``causal``: ``run_causal_lm`` (a 2-layer GPT-2 trained from scratch, real DPO, then
     TS / CFT / long SFT / RCFT with LoRA) on the same in-domain test (2,000) and OOD test (2,000) as
     ``obqa``; per seed 2,000 questions of the train pool split 40/15/30/15 % into base / DPO /
@@ -359,7 +509,9 @@ def run_causal_cell(seed: int, data: Path) -> dict[str, Any]:
     parts = C.split_items(pool, list(_FRACTIONS.values()), seed=seed)
     splits = dict(zip(_FRACTIONS, parts, strict=True))
     splits["test"] = fixed["id_test"]
-    cfg = C.CausalLMConfig(**{k: v for k, v in CAUSAL.items() if k != "questions"}, seed=seed)
+    cfg = C.CausalLMConfig(
+        **{k: v for k, v in CAUSAL.items() if k != "questions"}, seed=seed, device=device
+    )
     t0 = time.perf_counter()
     res = C.run_causal_lm(cfg, splits=splits)
     cell: dict[str, Any] = {"selected": res.selected, "dpo": res.dpo, "stage_seconds": res.seconds}
@@ -398,15 +550,16 @@ def reproduce(
     cells: dict[str, Any],
     setting: str,
     seed: int,
-    scorer0: TopLayerScorer,
-    cache: dict[str, HiddenSplit],
+    scorer0: Any,
+    cache: dict[str, Any],
     work: Path,
+    stages: tuple[str, ...] = ("base", "aligned"),
 ) -> dict[str, Any]:
     """Rebuild a seed's base and aligned weights (lost with ``--work``) for a later stage and
     record how their test metrics compare with the stored cells (the check that the later stage
-    starts from the same model as the finished ones)."""
+    starts from the same model as the finished ones); ``stages``: the weights to rebuild."""
     out = {}
-    for stage in ("base", "aligned"):
+    for stage in stages:
         new = run_cell(stage, seed, scorer0, cache, work, setting)["test"]
         old = cells.get(f"{setting}/{seed}/{stage}", {}).get("test")
         out[stage] = {
@@ -418,6 +571,108 @@ def reproduce(
     return out
 
 
+FULL_ORDER = ("uniform", "base", "aligned", "ts", "cft", "ls", "long_sft", "rcft")
+
+
+def full_cost(r: dict[str, Any], setting: str) -> dict[str, Any]:
+    """The measured cost of a full-model setting and the projected CPU time of its missing cells
+    ({} before a base cell). Rates: the base fit's median step (16 questions) and validation pass
+    (500 questions), a test pass (4,000 questions), the DPO step when measured (else 4/3 of 32
+    questions' training cost: the reference forward). Missing cells are planned in order (seed,
+    then stage) into ``FULL_SITTING_MIN``-minute sittings, a cell that does not fit starting the
+    next sitting; a sitting that continues a seed past its aligned model first rebuilds the base and
+    aligned weights (they are not kept in git)."""
+    cells = r["cells"]
+    based = [c for k, c in cells.items() if k.startswith(setting + "/") and k.endswith("/base")
+             and "timing" in c]  # fmt: skip
+    if not based:
+        return {}
+    n = r["n"][setting]
+    p, g = PROTOCOL, GRID
+    val_n = p["val"]
+    base_steps = math.ceil(p["base_questions"] / p["base"]["batch_size"])
+    cal_n = n["pool"] - p["val"] - p["base_questions"]
+    cal_steps = math.ceil(cal_n / p["cft"]["batch_size"])
+    t = based[0]["timing"]
+    rest = sorted(t["epoch_seconds"][1:] or t["epoch_seconds"])  # the first holds epoch 0's pass
+    epoch = rest[len(rest) // 2]
+    step = t["step_seconds_median"] or epoch / base_steps
+    val_pass = max(0.0, epoch - base_steps * step)
+    test_pass = t["test_seconds"]
+    dpo = [c["timing"]["step_seconds_median"] for k, c in cells.items()
+           if k.startswith(setting + "/") and k.endswith("/aligned") and "timing" in c]  # fmt: skip
+    dpo_step = dpo[0] if dpo else step * p["dpo"]["batch_size"] / p["base"]["batch_size"] * 4 / 3
+    e_base, e_cft, e_long = (
+        g["base_wide"]["epochs"],
+        g["cft_wide"]["epochs"],
+        p["long"]["epochs"],
+    )
+    stage_s = {
+        "uniform": 0.0,
+        "base": e_base * base_steps * step + (e_base + 1) * val_pass + test_pass,
+        "aligned": p["dpo"]["steps"] * dpo_step + val_pass + test_pass,
+        "ts": val_pass,
+        "cft": e_cft * cal_steps * step + (e_cft + 1) * val_pass + test_pass,
+        "long_sft": e_long * cal_steps * step + e_long * val_pass + test_pass,
+    }
+    stage_s["ls"] = stage_s["cft"]
+    stage_s["rcft"] = stage_s["long_sft"] + e_long * val_pass * cal_n / val_n
+    missing = [(s, st) for s in range(5) for st in FULL_ORDER if f"{setting}/{s}/{st}" not in cells]
+    sitting, later = FULL_SITTING_MIN * 60.0, ("ts", "cft", "ls", "long_sft", "rcft")
+    sittings, left, rebuilds = 0, 0.0, 0
+    have: dict[int, str] = {}  # seed -> the newest weights ("base" / "aligned") of this sitting
+
+    def rebuild(seed: int, st: str) -> float:
+        """Seconds to rebuild the weights a cell starts from, when this sitting lacks them."""
+        if st == "aligned" and seed not in have:
+            return stage_s["base"]
+        if st in later and have.get(seed) != "aligned":
+            return stage_s["aligned"] + (stage_s["base"] if seed not in have else 0.0)
+        return 0.0
+
+    for s, st in missing:
+        if stage_s[st] + rebuild(s, st) > left:
+            sittings, left, have = sittings + 1, sitting, {}
+        extra = rebuild(s, st)
+        rebuilds += extra > 0
+        left -= stage_s[st] + extra
+        if st in ("base", "aligned", *later):
+            have[s] = "base" if st == "base" else "aligned"
+    return {
+        "measured_on": "base cell, device " + based[0].get("device", "cpu"),
+        "step_seconds": step,
+        "epoch_seconds": epoch,
+        "validation_pass_seconds": val_pass,
+        "test_pass_seconds": test_pass,
+        "dpo_step_seconds": dpo_step,
+        "dpo_step_measured": bool(dpo),
+        "stage_seconds": stage_s,
+        "cells_total": 5 * len(FULL_ORDER),
+        "cells_done": 5 * len(FULL_ORDER) - len(missing),
+        "missing_seconds": sum(stage_s[st] for _, st in missing),
+        "sitting_minutes": FULL_SITTING_MIN,
+        "sittings_left": sittings,
+        "rebuilds": rebuilds,
+    }
+
+
+def projected(r: dict[str, Any], work: Path, setting: str, seed: int, stage: str) -> float | None:
+    """Projected seconds of a full-model cell (``full_cost``), with the rebuild of the base and
+    aligned weights it starts from when ``--work`` lacks them (None without a projection)."""
+    st = r.get("full_cost", {}).get(setting, {}).get("stage_seconds", {})
+    if stage not in st:
+        return None
+    have = setting_dir(work, setting)
+    base = (have / f"seed{seed}_base.pt").is_file()
+    aligned = (have / f"seed{seed}_aligned.pt").is_file()
+    cost = float(st[stage])
+    if stage in METHODS and not aligned:
+        cost += st["aligned"] + (0.0 if base else st["base"])
+    elif stage == "aligned" and not base:
+        cost += st["base"]
+    return cost
+
+
 def run(args: argparse.Namespace) -> None:
     r = load_results() if args.resume else {}
     protocols = (
@@ -425,9 +680,10 @@ def run(args: argparse.Namespace) -> None:
         ("causal_protocol", CAUSAL),
         ("mmlu_protocol", MMLU),
         ("grid_protocol", GRID),
+        ("full_protocol", FULL),
     )
     for key, want in protocols:
-        if r and key in r and r[key] != json.loads(json.dumps(want)):
+        if r and key in r and r[key] != json.loads(json.dumps(want)):  # absent: added later
             raise SystemExit(f"--resume: the JSON was written under another {key}; start afresh")
     r["command"] = portable_command([sys.argv[0], *sys.argv[1:]])
     r.update({key: want for key, want in protocols})
@@ -442,12 +698,17 @@ def run(args: argparse.Namespace) -> None:
         "cores": os.cpu_count(),
         "package": C.__version__,
     }
+    device = torch.device(args.device)
     caches, subjects = {}, {}
     for setting in args.settings:
         if setting == "causal":
             continue
         t0 = time.perf_counter()
-        caches[setting] = load_cache(args, DATA_OF.get(setting, setting))
+        if setting in FULL_SETTINGS:
+            caches[setting] = load_full(args, device)
+        else:
+            scorer, cache = load_cache(args, DATA_OF.get(setting, setting))
+            caches[setting] = (scorer.to(device), cache)
         r["n"][setting] = {k: len(v) for k, v in caches[setting][1].items()}
         r["cache_seconds"][setting] = time.perf_counter() - t0
         if setting == "mmlu":
@@ -473,13 +734,18 @@ def run(args: argparse.Namespace) -> None:
         if args.stop_at and time.time() > args.stop_at:
             print("stop time reached; rerun with --resume to continue", flush=True)
             return
+        cost = projected(r, args.work, setting, seed, stage)
+        if args.stop_at and cost and time.time() + cost > args.stop_at:
+            print(f"{key}: projected {cost / 60:.0f} min, past --stop-at; rerun with --resume to "
+                  "continue", flush=True)  # fmt: skip
+            return
         if setting != "causal" and stage not in first:
             ctl = control(r["cells"], setting, r["n"][setting]["id_test"])
             if ctl and not ctl["passed"]:
                 print(f"{key}: skipped, the positive control of {setting} failed", flush=True)
                 continue
         if setting == "causal":
-            cell = run_causal_cell(seed, args.data)
+            cell = run_causal_cell(seed, args.data, args.device)
             r["cells"][key] = cell
             save(r)
             for name, t in cell["test"].items():
@@ -489,15 +755,20 @@ def run(args: argparse.Namespace) -> None:
         else:
             scorer0, cache = caches[setting]
             again = {}
+            have = setting_dir(args.work, setting)
             if stage in (*METHODS, "cft_wide"):
-                if not (setting_dir(args.work, setting) / f"seed{seed}_aligned.pt").is_file():
+                if not (have / f"seed{seed}_aligned.pt").is_file():
                     again = reproduce(r["cells"], setting, seed, scorer0, cache, args.work)
+            elif stage == "aligned" and not (have / f"seed{seed}_base.pt").is_file():
+                again = reproduce(r["cells"], setting, seed, scorer0, cache, args.work, ("base",))
             cell = run_cell(stage, seed, scorer0, cache, args.work, setting, subjects.get(setting))
             if again:
                 cell["reproduced"] = again
             r["cells"][key] = cell
             if stage == "base":
                 r["control"][setting] = control(r["cells"], setting, r["n"][setting]["id_test"])
+            if setting in FULL_SETTINGS:
+                r.setdefault("full_cost", {})[setting] = full_cost(r, setting)
             save(r)
             t = cell["test"]
             print(
@@ -930,6 +1201,97 @@ def wide_section(r: dict[str, Any], cells: dict[str, Any]) -> list[str]:
     ]
 
 
+def full_selection(c: dict[str, Any], stage: str) -> str:
+    """What a full-model cell selected, in a few words."""
+    if "selected_epoch" in c:
+        edge = (
+            " (edge)"
+            if stage in ("base", "cft", "ls") and c["selected_epoch"] in (0, c["epochs"])
+            else ""
+        )
+        return f"epoch {c['selected_epoch']}/{c['epochs']}{edge}"
+    if "dpo_last10" in c:
+        return f"DPO reward accuracy {c['dpo_last10']['reward_accuracy']:.2f} (last 10 steps)"
+    if "temperature" in c:
+        return f"T = {c['temperature']:.2f}"
+    return ""
+
+
+def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_full") -> list[str]:
+    """A full-model setting: protocol, progress, control line, per-seed numbers (no means, no
+    differences, no verdicts before 5 seeds hold every stage) and the measured and projected cost."""
+    g, p, fp = r["grid_protocol"], r["protocol"], r["full_protocol"]
+    n = r["n"][setting]["id_test"]
+    total = 5 * len(FULL_ORDER)
+    done = [k for k in cells if k.startswith(setting + "/")]
+    complete = seeds_with(cells, list(FULL_ORDER), setting)
+    cmds = [c for k, c in r["commands"].items() if k.split("/")[0] == setting]
+    lines = [
+        f"**(e) Setting `{setting}`** — (d) with every weight trained: all-MiniLM-L6-v2 as "
+        "`BertForMultipleChoice` (`MCScorer`: embeddings, all six layers, pooler and classifier) "
+        "in every stage, nothing cached; the same fixed splits, per-seed splits, seeds, stages, "
+        f"learning rates, selection rules and epoch grids as (d) (base SFT "
+        f"{g['base_wide']['epochs']} epochs, DPO {p['dpo']['steps']} steps, CFT and label "
+        f"smoothing {g['cft_wide']['epochs']} epochs, long SFT and RCFT {p['long']['epochs']} "
+        f"epochs). (Question, option) pairs are tokenised per batch (truncated at "
+        f"{p['max_length']} tokens, padded to the batch's longest pair); validation and test "
+        f"questions are scored in order of token length, {fp['eval_batch_size']} at a time (the "
+        "same logits with less padding); temperature scaling reuses the aligned model's test "
+        "logits. " + ("Commands " if len(cmds) > 1 else "Command ")
+        + ", then ".join(f"`{c}`" for c in cmds) + ".",
+        "",
+        f"**Not complete: no comparison yet.** {len(done)} of {total} cells measured "
+        f"({len(complete)} of 5 seeds with every stage). Means, intervals and verdicts come only "
+        "when every stage holds 5 seeds; below are the per-seed numbers of the cells measured.",
+        "",
+    ]  # fmt: skip
+    ctl = control(cells, setting, n)
+    if ctl:
+        lines += [
+            control_line(cells, setting, n)
+            + f" Seeds with a base model so far: {', '.join(map(str, ctl['seeds']))}.",
+            "",
+        ]
+    lines += [
+        "| seed | stage | ID acc | ID conf-ECE | OOD acc | OOD conf-ECE | selected | min |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in range(5):
+        for st in FULL_ORDER:
+            c = cells.get(f"{setting}/{s}/{st}")
+            if not c:
+                continue
+            t = c["test"]
+            lines.append(
+                f"| {s} | {NAMES[st]} | {t['id_test']['accuracy']:.3f} | "
+                f"{t['id_test']['conf_ece']:.3f} | {t['ood_test']['accuracy']:.3f} | "
+                f"{t['ood_test']['conf_ece']:.3f} | {full_selection(c, st)} | "
+                f"{c['seconds'] / 60:.1f} |"
+            )
+    cost = r.get("full_cost", {}).get(setting)
+    if cost:
+        dpo = (
+            "measured" if cost["dpo_step_measured"] else "estimated: 4/3 of 32 questions' training"
+        )
+        lines += [
+            "",
+            f"Cost, measured on one CPU thread ({cost['measured_on']}): "
+            f"{cost['step_seconds']:.2f} s per training step of {p['base']['batch_size']} "
+            f"questions; **{cost['epoch_seconds']:.0f} s per base epoch** "
+            f"({math.ceil(p['base_questions'] / p['base']['batch_size'])} steps and a validation "
+            f"pass of {p['val']} questions, {cost['validation_pass_seconds']:.0f} s); "
+            f"{cost['test_pass_seconds']:.0f} s to score both test sets; "
+            f"{cost['dpo_step_seconds']:.2f} s per DPO step ({dpo}). Projected for the "
+            f"{cost['cells_total'] - cost['cells_done']} missing cells: "
+            f"{cost['missing_seconds'] / 3600:.1f} h of CPU time with the weights kept under "
+            f"`--work`; in {cost['sitting_minutes']}-minute sittings that lose the weights "
+            f"(each sitting that continues a seed first rebuilds its base and aligned models, "
+            f"{cost['rebuilds']} rebuilds) **{cost['sittings_left']} sittings**. "
+            "`--device cuda` moves every model and batch to a GPU; no GPU run is reported here.",
+        ]
+    return lines
+
+
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
     cells = flat_cells(raw)
@@ -991,6 +1353,8 @@ def render(r: dict[str, Any]) -> str:
     wide = seeds_with(cells, list(WIDE_STAGES), "obqa_wide")
     if seeds_with(cells, ["base"], "obqa_wide"):
         lines += ["", *wide_section(r, cells)]
+    if any(k.startswith("obqa_full/") for k in cells):
+        lines += ["", *full_section(r, cells)]
     left = {
         "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
         "causal": sorted(set(range(5)) - set(cs)),
@@ -1003,10 +1367,15 @@ def render(r: dict[str, Any]) -> str:
             "setting `mmlu` (train on some MMLU subjects, in-domain test >= 2,000 questions of "
             "those subjects, out-of-domain = held-out subjects)"
         )
-    missing.append(
-        "every stage fine-tuning all six MiniLM layers (here: the last layer, pooler and "
-        "classifier)"
-    )
+    total = 5 * len(FULL_ORDER)
+    full_done = sum(k.startswith("obqa_full/") for k in cells)
+    if full_done < total:
+        sittings = r.get("full_cost", {}).get("obqa_full", {}).get("sittings_left")
+        missing.append(
+            f"`obqa_full`, every stage fine-tuning all six MiniLM layers: {total - full_done} of "
+            f"{total} cells"
+            + (f" (projected {sittings} CPU sittings, block (e))" if sittings is not None else "")
+        )
     for st, what in (
         ("cft_wide", "`obqa` CFT on the 8-epoch grid (stage `cft_wide`)"),
         ("base_wide", "`obqa` base SFT on the 8-epoch grid (stage `base_wide`)"),
@@ -1025,6 +1394,22 @@ def render(r: dict[str, Any]) -> str:
         "skipped; the cached states are rebuilt once if `runs/comparison` is gone).",
     ]
     return "\n".join(lines)
+
+
+def check_device(p: argparse.ArgumentParser, text: str) -> None:
+    """Reject a ``--device`` torch cannot parse or that this machine does not have."""
+    try:
+        dev = torch.device(text)
+    except (RuntimeError, ValueError):
+        p.error(f"--device: {text!r} is not a torch device (accepted: cpu, cuda, cuda:N, mps, ...)")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        p.error(f"--device {text}: torch sees no CUDA device here (torch {torch.__version__})")
+    if dev.type == "cuda" and (dev.index or 0) >= torch.cuda.device_count():
+        p.error(f"--device {text}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        p.error(f"--device {text}: the MPS backend is not available here")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        p.error(f"--device {text}: only cpu, cuda and mps devices are supported")
 
 
 def main() -> None:
@@ -1049,9 +1434,16 @@ def main() -> None:
                         "MiniLM settings")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="keep finished cells of the JSON")
     p.add_argument("--cache-only", action="store_true", help="only build the cached states")
-    p.add_argument("--stop-at", type=float, default=None, help="unix time: start no cell after")
+    p.add_argument("--stop-at", type=float, default=None,
+                   help="unix time: start no cell after it, nor a cell of a full-model setting "
+                        "whose projected cost (full_cost) would end after it")  # fmt: skip
     p.add_argument("--render-only", action="store_true", help="re-render the README from the JSON")
+    p.add_argument("--device", default="cpu",
+                   help="torch device every model and batch is moved to (cpu, cuda, cuda:1, mps, "
+                        "...; default cpu); the cached states of the top-layer settings are still "
+                        "computed on the CPU")  # fmt: skip
     args = p.parse_args()
+    check_device(p, args.device)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     torch.set_num_threads(1)
     if not args.render_only:

@@ -141,3 +141,166 @@ def test_obqa_wide_trains_base_and_cft_on_the_extended_grids(comparison):
     assert comparison.wide_of("cft_wide", "obqa") == "cft_wide"
     assert comparison.DATA_OF["obqa_wide"] == "obqa"
     assert comparison.GRID["base_wide"]["epochs"] > comparison.PROTOCOL["base"]["epochs"]
+
+
+def test_seed_splits_give_the_same_questions_as_cached_states(comparison):
+    import torch
+
+    n = 40
+    pool = comparison.HiddenSplit(
+        torch.zeros(n, 2, 3, 1), torch.ones(n, 2, 3, dtype=torch.bool),
+        torch.ones(n, 2, dtype=torch.bool), torch.arange(n) % 2,
+    )  # fmt: skip
+    items = [C.MCItem(f"q{i}", "q", ["a", "b"], i % 2) for i in range(n)]
+    old = dict(comparison.PROTOCOL)
+    comparison.PROTOCOL.update(val=5, base_questions=10)
+    try:
+        a, b = comparison.seed_splits(pool, 3), comparison.seed_splits(items, 3)
+        again = comparison.seed_splits(items, 4)
+    finally:
+        comparison.PROTOCOL.clear()
+        comparison.PROTOCOL.update(old)
+    assert [len(b[k]) for k in ("val", "base", "cal")] == [5, 10, 25]
+    for k in ("val", "base", "cal"):  # same permutation: labels of the cached split = the items'
+        assert a[k].labels.tolist() == [it.answer for it in b[k]]
+    assert [it.id for it in again["val"]] != [it.id for it in b["val"]]
+
+
+def test_step_clock_epochs_and_median(comparison, monkeypatch):
+    ticks = iter([0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0])
+    monkeypatch.setattr(comparison.time, "perf_counter", lambda: next(ticks))
+    clocks = []
+    bar = comparison.clocked(clocks)(6, "train")
+    for _ in range(6):
+        bar.update(1)
+    out = clocks[0].summary(steps_per_epoch=3)
+    assert out["steps"] == 6 and out["step_seconds_median"] == 1.0
+    assert out["epoch_seconds"] == [3.0, 9.0]  # the second holds the validation pass before it
+
+
+def _full_cells(comparison, stages, step=2.0, val=30.0, test=200.0):
+    cells = {}
+    for s, st in stages:
+        cell = {"test": {}, "seconds": 1.0}
+        if st == "base":
+            spe = 113
+            cell["timing"] = {
+                "steps": 8 * spe, "step_seconds_median": step, "test_seconds": test,
+                "epoch_seconds": [spe * step + val] * 8,
+            }  # fmt: skip
+        cells[f"obqa_full/{s}/{st}"] = cell
+    return cells
+
+
+def test_full_cost_projection(comparison):
+    r = {"cells": {}, "n": {"obqa_full": {"id_test": 2000, "ood_test": 2000, "pool": 3957}}}
+    assert comparison.full_cost(r, "obqa_full") == {}
+    r["cells"] = _full_cells(comparison, [(0, "uniform"), (0, "base")])
+    cost = comparison.full_cost(r, "obqa_full")
+    st = cost["stage_seconds"]
+    assert cost["cells_done"] == 2 and cost["cells_total"] == 40
+    assert cost["validation_pass_seconds"] == pytest.approx(30.0)
+    assert st["base"] == pytest.approx(8 * 113 * 2.0 + 9 * 30.0 + 200.0)
+    assert st["cft"] == st["ls"] and st["rcft"] > st["long_sft"] > st["ts"] == pytest.approx(30.0)
+    assert not cost["dpo_step_measured"]
+    assert cost["dpo_step_seconds"] == pytest.approx(2.0 * 2 * 4 / 3)
+    assert cost["missing_seconds"] == pytest.approx(
+        sum(st[x] for x in comparison.FULL_ORDER) * 5 - st["base"]
+    )
+    # losing the weights between sittings costs rebuilds: more sittings than the bare CPU time
+    bare = cost["missing_seconds"] / (cost["sitting_minutes"] * 60)
+    assert cost["sittings_left"] > bare and cost["rebuilds"] >= 1
+
+
+def test_full_section_shows_per_seed_numbers_only(comparison):
+    cells = _full_cells(comparison, [(0, "uniform"), (0, "base")])
+    for c in cells.values():
+        c["test"] = {s: {"accuracy": 0.45, "conf_ece": 0.05} for s in ("id_test", "ood_test")}
+    cells["obqa_full/0/base"].update(selected_epoch=8, epochs=8)
+    r = {
+        "cells": cells,
+        "protocol": comparison.PROTOCOL,
+        "grid_protocol": comparison.GRID,
+        "full_protocol": comparison.FULL,
+        "n": {"obqa_full": {"id_test": 2000, "ood_test": 2000, "pool": 3957}},
+        "commands": {"obqa_full": "python benchmarks/comparison.py --settings obqa_full"},
+    }
+    r["full_cost"] = {"obqa_full": comparison.full_cost(r, "obqa_full")}
+    text = "\n".join(comparison.full_section(r, cells))
+    assert "2 of 40 cells measured (0 of 5 seeds with every stage)" in text
+    assert "**Not complete: no comparison yet.**" in text
+    assert (
+        "| 0 | base (SFT, before DPO) | 0.450 | 0.050 | 0.450 | 0.050 | epoch 8/8 (edge) |" in text
+    )
+    assert "**passed**" in text and "Seeds with a base model so far: 0." in text
+    assert "sittings**" in text and "no GPU run is reported here" in text
+    for word in ("ahead", "behind", "tie", "non-inferior", "Paired differences"):
+        assert word not in text
+
+
+def test_device_flag_rejects_bad_and_absent_devices(comparison):
+    import argparse
+
+    import torch
+
+    p = argparse.ArgumentParser()
+    comparison.check_device(p, "cpu")  # accepted
+    with pytest.raises(SystemExit):
+        comparison.check_device(p, "gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):
+            comparison.check_device(p, "cuda")
+
+
+def test_full_stages_run_on_the_scorers_device(comparison, monkeypatch, tmp_path):
+    """Every stage of ``obqa_full`` on a tiny BERT (on the CPU): the cells say where they ran, TS
+    reuses the aligned model's stored test logits, and a rebuilt base model equals the first."""
+    import torch
+    from cft_calibration.tiny import tiny_mc_model
+
+    words = ["red", "blue", "green", "cat", "dog", "sun", "moon", "tree"]
+    rng = __import__("random").Random(0)
+
+    def item(i):
+        q = " ".join(rng.choice(words) for _ in range(rng.randint(2, 6)))
+        return C.MCItem(f"q{i}", q, rng.sample(words, 4), rng.randrange(4))
+
+    pool = [item(i) for i in range(30)]
+    cache = {"pool": pool, "id_test": [item(100 + i) for i in range(6)],
+             "ood_test": [item(200 + i) for i in range(6)]}  # fmt: skip
+    model, tok = tiny_mc_model([" ".join(words)], layers=1, hidden=16, heads=2)
+    scorer0 = C.MCScorer(model, tok, 32).to(torch.device("cpu"))
+    monkeypatch.setitem(comparison.PROTOCOL, "val", 6)
+    monkeypatch.setitem(comparison.PROTOCOL, "base_questions", 12)
+    monkeypatch.setitem(comparison.PROTOCOL["dpo"], "steps", 2)
+    monkeypatch.setitem(comparison.PROTOCOL["long"], "epochs", 1)
+    monkeypatch.setitem(comparison.GRID["base_wide"], "epochs", 2)
+    monkeypatch.setitem(comparison.GRID["cft_wide"], "epochs", 1)
+    cells = {}
+    for st in comparison.FULL_ORDER:
+        cells[f"obqa_full/0/{st}"] = comparison.run_cell(
+            st, 0, scorer0, cache, tmp_path, "obqa_full"
+        )
+    assert {c["device"] for c in cells.values()} == {"cpu"}
+    assert cells["obqa_full/0/base"]["epochs"] == 2 and cells["obqa_full/0/cft"]["epochs"] == 1
+    assert len(cells["obqa_full/0/base"]["timing"]["epoch_seconds"]) == 2
+    work = tmp_path / "obqa_full"
+    assert (work / "seed0_aligned_test_logits.pt").is_file()
+    a, t = cells["obqa_full/0/aligned"]["test"], cells["obqa_full/0/ts"]["test"]
+    assert t["id_test"]["accuracy"] == a["id_test"]["accuracy"]  # TS keeps the argmax
+    (work / "seed0_base.pt").unlink()
+    again = comparison.reproduce(cells, "obqa_full", 0, scorer0, cache, tmp_path, ("base",))
+    for new, old in again["base"].values():
+        assert new == old
+
+
+def test_projected_cost_adds_the_rebuilds(comparison, tmp_path):
+    st = {"base": 100.0, "aligned": 50.0, "ts": 1.0, "cft": 80.0}
+    r = {"full_cost": {"obqa_full": {"stage_seconds": st}}}
+    assert comparison.projected(r, tmp_path, "obqa_full", 0, "cft") == 230.0
+    assert comparison.projected(r, tmp_path, "obqa_full", 0, "aligned") == 150.0
+    (tmp_path / "obqa_full" / "seed0_base.pt").write_bytes(b"")
+    assert comparison.projected(r, tmp_path, "obqa_full", 0, "cft") == 130.0
+    (tmp_path / "obqa_full" / "seed0_aligned.pt").write_bytes(b"")
+    assert comparison.projected(r, tmp_path, "obqa_full", 0, "ts") == 1.0
+    assert comparison.projected({}, tmp_path, "obqa_full", 0, "ts") is None
