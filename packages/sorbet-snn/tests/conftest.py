@@ -43,6 +43,21 @@ def tiny_bert_config(**kw):
     return BertConfig(**base)
 
 
+def save_word_teacher(folder, num_labels: int = 2, max_len: int = 64):
+    """A word-level tokenizer (the synthetic vocabulary) and a one-layer 32-wide BERT classifier
+    (``num_labels`` = 1: a regression head) saved in ``folder``, seeded; returns ``folder``."""
+    from sorbet_snn.data import word_tokenizer
+    from transformers import BertForSequenceClassification
+
+    tok = word_tokenizer(folder)
+    torch.manual_seed(0)
+    cfg = tiny_bert_config(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
+                           num_attention_heads=2, intermediate_size=64,
+                           max_position_embeddings=max_len, num_labels=num_labels)  # fmt: skip
+    BertForSequenceClassification(cfg).save_pretrained(str(folder))
+    return folder
+
+
 def tiny_batch(seed: int = 0, batch: int = 4, length: int = 9, vocab: int = 60):
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, vocab, (batch, length), generator=g)

@@ -9,6 +9,8 @@ from sorbet_snn.data import write_synthetic_glue
 from sorbet_snn.distill import model_device, predict, to_device
 from sorbet_snn.experiments import resolve_device, run_distill
 
+from .conftest import save_word_teacher
+
 NO_CUDA = not torch.cuda.is_available()
 
 
@@ -59,16 +61,8 @@ def test_predict_returns_cpu_predictions_and_to_device_keeps_a_batch_in_place():
 
 @pytest.mark.skipif(NO_CUDA, reason="needs a CUDA device")
 def test_distill_on_cuda_matches_the_cpu_run(tmp_path):
-    from sorbet_snn.data import word_tokenizer
-    from transformers import BertConfig, BertForSequenceClassification
-
     data = write_synthetic_glue(tmp_path / "SST-2", (400, 100, 20), seed=0)
-    tok = word_tokenizer(tmp_path / "teacher")
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=32,
-                     num_labels=2)  # fmt: skip
-    BertForSequenceClassification(cfg).save_pretrained(str(tmp_path / "teacher"))
+    save_word_teacher(tmp_path / "teacher", max_len=32)
     res = {}
     for device in ("cpu", "cuda"):
         run = DistillConfig(data=data, teacher=tmp_path / "teacher", finetune_teacher="always",

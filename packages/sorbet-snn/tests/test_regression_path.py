@@ -4,10 +4,9 @@ STS-B folder (the real STS-B is not in the shared data), Pearson/Spearman report
 import random
 
 import pytest
-import torch
 from sorbet_snn import DistillConfig, run_distill
-from sorbet_snn.data import word_tokenizer
-from transformers import BertConfig, BertForSequenceClassification
+
+from .conftest import save_word_teacher
 
 POSITIVE = ("amazing", "brilliant", "excellent", "fantastic", "great", "lovely")
 NEGATIVE = ("awful", "bad", "boring", "dreadful", "horrible", "lousy")
@@ -41,12 +40,7 @@ def write_sts(folder, sizes=(600, 150), seed=0):
 @pytest.mark.filterwarnings("ignore")
 def test_sts_b_distils_through_the_generic_loader(tmp_path):
     data = write_sts(tmp_path / "STS-B")
-    tok = word_tokenizer(tmp_path / "teacher")
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
-                     num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                     num_labels=1)  # fmt: skip
-    BertForSequenceClassification(cfg).save_pretrained(str(tmp_path / "teacher"))
+    save_word_teacher(tmp_path / "teacher", num_labels=1)
     run = DistillConfig(data=data, teacher=tmp_path / "teacher", finetune_teacher="always",
                         teacher_epochs=6, teacher_lr=1e-3, epochs=2, lr=1e-3, max_len=48,
                         val_size=100, eval_every=0)  # fmt: skip
