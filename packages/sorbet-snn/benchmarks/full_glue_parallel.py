@@ -35,16 +35,19 @@ S0_STEPS = 2 * math.ceil(SST2_TRAIN / 32)
 S1_STEPS = math.ceil(SST2_TRAIN / 32)
 
 
-def _python(code: str, log: Path) -> subprocess.Popen:
+def _spawn(args: list[str], log: Path) -> subprocess.Popen:
+    """``python <args>`` from the package folder, one thread, unbuffered, output to ``log``."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-c", code], cwd=HERE.parent, env=env,
+    return subprocess.Popen([sys.executable, *args], cwd=HERE.parent, env=env,
                             stdout=log.open("w"), stderr=subprocess.STDOUT)  # fmt: skip
 
 
+def _python(code: str, log: Path) -> subprocess.Popen:
+    return _spawn(["-c", code], log)
+
+
 def _run(args: list[str], log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, str(HERE / "run.py"), *args], cwd=HERE.parent,
-                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)  # fmt: skip
+    return _spawn([str(HERE / "run.py"), *args], log)
 
 
 def main() -> int:

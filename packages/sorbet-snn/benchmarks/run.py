@@ -1113,28 +1113,36 @@ def render_sst2_session() -> list[str]:
 
     gaps, rows = _stage_table(seeds, cells)
     out += rows
-    dev = _dev
-    teach = [dev(c, "S0") for c in cells]
+    teach = [_dev(c, "S0") for c in cells]
     t_met = all(t >= 87.0 for t in teach)
-    t_text = (f"Teacher ≥ 87 % dev (rule: every seed): **{'met' if t_met else 'missed'}** "
-              f"({', '.join(f'{t:.1f}' for t in teach)})")  # fmt: skip
+    more = ""
     if full.get("seeds", {}).get("0", {}).get("stages", {}).get("S0", {}).get("dev"):
-        t_text += (
+        more = (
             f"; the same recipe on the full training set gave "
             f"{100 * full['seeds']['0']['stages']['S0']['dev']['main']:.1f} (seed 0, (f))"
         )
-    out.append(t_text + ".\n")
+    out.append(_teacher_line(teach, t_met, more))
     if len(cells) < len(p["seeds"]):
         out.append(f"{len(cells)} of {len(p['seeds'])} seeds finished: the paired gap and the "
                    "verdict need all of them, **not yet measured**.\n")  # fmt: skip
         if min(gaps) > 3 or not t_met:  # where the seeds so far lose accuracy
-            out += _session_diagnosis(cells, dev, min(gaps) > 3, not t_met, full)
+            out += _session_diagnosis(cells, min(gaps) > 3, not t_met, full)
         return out
+    return out + _gap_verdict(cells, gaps, t_met, full)
+
+
+def _teacher_line(teach: list[float], t_met: bool, more: str = "") -> str:
+    """The SST-2 teacher target line (≥ 87 % dev on every seed) of (g) and (h)."""
+    return (f"Teacher ≥ 87 % dev (rule: every seed): **{'met' if t_met else 'missed'}** "
+            f"({', '.join(f'{t:.1f}' for t in teach)}){more}.\n")  # fmt: skip
+
+
+def _gap_verdict(cells: list[dict], gaps: list[float], t_met: bool, full: dict) -> list[str]:
+    """The SST-2 gap target line of (g) and (h) with the diagnosis of a missed target."""
     line, hi = _gap_target(gaps)
-    out.append(line)
     if hi > 3 or not t_met:
-        out += _session_diagnosis(cells, dev, hi > 3, not t_met, full)
-    return out
+        return [line, *_session_diagnosis(cells, hi > 3, not t_met, full)]
+    return [line]
 
 
 def _dev(c: dict, st: str) -> float:
@@ -1266,17 +1274,12 @@ def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list
         return out
     teach = [_dev(c, "S0") for c in done]
     t_met = len(done) == len(FULL_GLUE_SEEDS) and all(t >= 87.0 for t in teach)
-    out.append(f"Teacher ≥ 87 % dev (rule: every seed): **{'met' if t_met else 'missed'}** "
-               f"({', '.join(f'{t:.1f}' for t in teach)}).\n")  # fmt: skip
+    out.append(_teacher_line(teach, t_met))
     if len(done) < len(FULL_GLUE_SEEDS):
         out.append(f"{len(done)} of {len(FULL_GLUE_SEEDS)} seeds distilled: the paired gap and its "
                    "verdict need all of them, **not yet measured**.\n")  # fmt: skip
         return out
-    line, hi = _gap_target(gaps)
-    out.append(line)
-    if hi > 3 or not t_met:
-        out += _session_diagnosis(done, _dev, hi > 3, not t_met, {})
-    return out
+    return out + _gap_verdict(done, gaps, t_met, {})
 
 
 def _rising(at_end: int, n: int, gain: float) -> bool:
@@ -1285,12 +1288,12 @@ def _rising(at_end: int, n: int, gain: float) -> bool:
     return at_end * 2 > n and gain > 0
 
 
-def _session_diagnosis(cells: list[dict], dev, gap_missed: bool, teacher_missed: bool,
+def _session_diagnosis(cells: list[dict], gap_missed: bool, teacher_missed: bool,
                        full: dict) -> list[str]:  # fmt: skip
     """Why a (g) target is missed, from what (g) measured: the dev change of each stage (gap) and
     whether each stage's validation curve was still rising at its last check (gap and teacher)."""
     steps = [("S0", "S1"), ("S1", "S2"), ("S2", "S3"), ("S3", "S4")]
-    drops = {b: [dev(c, a) - dev(c, b) for c in cells] for a, b in steps}
+    drops = {b: [_dev(c, a) - _dev(c, b) for c in cells] for a, b in steps}
     worst = max(drops, key=lambda b: statistics.mean(drops[b]))
     text = ["Diagnosis (measured in this run)."]
     if gap_missed:
