@@ -25,7 +25,8 @@ glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through 
 (h) full_glue: the full training sets of SST-2 (the (f) recipe), CoLA and RTE, seeds 0, 1, 2, one
     run per (task, seed) (--tasks, --seeds, --device): each writes results/full_glue/<task>-seed<S>
     .json, so runs can go in parallel and on other machines; meant for a GPU (--device cuda), since
-    one SST-2 seed is many CPU hours here.
+    one SST-2 seed is many CPU hours here; --max-minutes M stops a run in time (stage saved in
+    --work, progress in results/full_glue/progress/) and the same command continues it.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
     recipe energy_accounts full_sst2 sst2_session glue_extra full_glue]
