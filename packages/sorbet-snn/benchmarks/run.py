@@ -958,6 +958,34 @@ def _verdict(lo: float, hi: float) -> str:
     return "ahead" if lo > 0 else "behind" if hi < 0 else "tie"
 
 
+def _split_losses(split: list[dict]) -> str:
+    """Where the split S1 loses dev accuracy: per step (teacher -> S1a binary weights -> S1b 4-bit
+    activations -> S1 ReLU swaps) the points lost, paired over the seeds, with the 95 % t interval;
+    the steps whose interval lies above 0 are named, largest mean loss first."""
+    chain = [("teacher_dev", "binary weights (S0 → S1a)"), ("S1a", "4-bit activations (S1a → S1b)"),
+             ("S1b", "ReLU swaps (S1b → S1)")]  # fmt: skip
+
+    def dev(c: dict, name: str) -> float:
+        return 100 * (
+            c["teacher_dev"] if name == "teacher_dev" else c["stages"][name]["dev"]["main"]
+        )
+
+    nxt = {"teacher_dev": "S1a", "S1a": "S1b", "S1b": "S1"}
+    parts, lost = [], {}
+    for name, label in chain:
+        mean, lo, hi = _interval([dev(c, name) - dev(c, nxt[name]) for c in split])
+        parts.append(f"{label} {mean:+.1f} [{lo:+.1f}, {hi:+.1f}]")
+        lost[label] = (mean, lo)
+    real = sorted((k for k in lost if lost[k][1] > 0), key=lambda k: -lost[k][0])
+    verdict = ("losses with the interval above 0, largest first: "
+               + ", ".join(k.split(" (")[0] for k in real) if real
+               else "no step's loss is distinguishable from 0")  # fmt: skip
+    return (
+        f"Dev accuracy lost per step of the split S1 (points, paired over {len(split)} seeds, "
+        f"95 % t interval): {'; '.join(parts)}: {verdict}.\n"
+    )
+
+
 def render_recipe() -> list[str]:
     rec = _load("recipe")
     if not rec:
@@ -1015,6 +1043,8 @@ def render_recipe() -> list[str]:
             for name in ("S1a", "S1b", "S1"))  # fmt: skip
         out.append(f"Split S1 at lr 1e-3 (dev %, N={len(split)}): S1a binary weights, FP "
                    f"activations, GELU/tanh; S1b + 4-bit activations; S1 + ReLU swaps: {steps}.\n")  # fmt: skip
+        if len(split) > 1:
+            out.append(_split_losses(split))
     for arm, label in (("lr1e-3_rep", "representation-only loss"), ("lr1e-3_split", "split S1")):
         if arm in gaps and "lr1e-3" in gaps:
             both = sorted(set(gaps[arm]) & set(gaps["lr1e-3"]))
