@@ -25,7 +25,8 @@ glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through 
 (h) full_glue: the full training sets of SST-2 (the (f) recipe), CoLA and RTE, seeds 0, 1, 2, one
     run per (task, seed) (--tasks, --seeds, --device): each writes results/full_glue/<task>-seed<S>
     .json, so runs can go in parallel and on other machines; meant for a GPU (--device cuda), since
-    one SST-2 seed is many CPU hours here.
+    one SST-2 seed is many CPU hours here; --max-minutes M stops a run in time (stage saved in
+    --work, progress in results/full_glue/progress/) and the same command continues it.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
     recipe energy_accounts full_sst2 sst2_session glue_extra full_glue]
@@ -489,35 +490,82 @@ FULL_GLUE_WORK = HERE / "runs" / "full_glue"
 
 def bench_full_glue(data_root: Path, work: Path, tasks: list[str], seeds: list[int],
                     device: str, train_subset: int | None = None,
-                    teacher_only: bool = False) -> dict:  # fmt: skip
+                    teacher_only: bool = False, max_minutes: float | None = None) -> dict:  # fmt: skip
     """(h): one run per (task, seed) on the full training set, each written to
     results/full_glue/<task>-seed<S>.json as soon as it ends (a teacher that fails the gate is
-    recorded as stopped there). Returns a summary of what this call ran."""
+    recorded as stopped there). With ``max_minutes`` the call stops when they run out, saving the
+    stage in progress under ``work`` and writing where the run stands to
+    results/full_glue/progress/<run>.json; the same command continues it while ``work`` exists.
+    Returns a summary of what this call ran."""
+    from sorbet_snn.distill import StageInterrupted
+
     folder_out = RESULTS / "full_glue"
     folder_out.mkdir(parents=True, exist_ok=True)
     ran = []
+    begin = time.time()
+
+    def budget(what: str) -> float | None:
+        if max_minutes is None:
+            return None
+        left = max_minutes - (time.time() - begin) / 60
+        if left <= 0.05:
+            raise StageInterrupted(what, 0, 0)
+        return left
+
     for task in tasks:
         folder = data_root / "glue" / task
         if not (folder / "train.tsv").is_file():
             raise SystemExit(f"full_glue: {folder}/train.tsv not found (--data: the shared data "
                              "folder)")  # fmt: skip
         recipe = {**FULL_GLUE[task], "train_subset": train_subset}
+        n = "" if train_subset is None else f"-n{train_subset}"
+        size = n + ("-teacher" if teacher_only else "")
+        runs = work / f"{task}{n}"  # teacher-only runs share the teacher of the same size
         for seed in seeds:
             start = time.time()
-            res = _run_seed(recipe, folder, work / task, seed, lambda what: None, lambda: None,
-                            gate_stops=True, device=device, teacher_only=teacher_only)  # fmt: skip
+            name = f"{task}{size}-seed{seed}"
+            progress = folder_out / "progress" / f"{name}.json"
+            before = json.loads(progress.read_text())["sittings"] if progress.is_file() else []
+            try:
+                res = _run_seed(recipe, folder, runs, seed, budget, lambda: None,
+                                gate_stops=True, device=device, teacher_only=teacher_only)  # fmt: skip
+            except StageInterrupted as stop:
+                sitting = {"started_unix": round(start), "wall_s": round(time.time() - start),
+                           "stopped": str(stop)}  # fmt: skip
+                _full_glue_progress(progress, runs, seed, teacher_only, {
+                    "task": task, "seed": seed, "recipe": recipe, "teacher_only": teacher_only,
+                    "sittings": [*before, sitting], "device": _device_info(device)})  # fmt: skip
+                print(f"{name}: {stop}; progress in {progress}", flush=True)
+                return {"ran": ran, "stopped": f"{name}: {stop}"}
+            sittings = [*before, {"started_unix": round(start),
+                                  "wall_s": round(time.time() - start), "stopped": None}]  # fmt: skip
             cell = {"task": task, "seed": seed, "recipe": recipe, **res,
-                    "wall_s": round(time.time() - start), "device": _device_info(device),
+                    "wall_s": sum(x["wall_s"] for x in sittings), "sittings": sittings,
+                    "device": _device_info(device),
                     "teacher_weights": os.environ.get("SORBET_TEACHER_NOTE",
                                                       "all-MiniLM-L6-v2 as shipped (float32)"),
                     "machine": machine()}  # fmt: skip
-            size = "" if train_subset is None else f"-n{train_subset}"
-            size += "-teacher" if teacher_only else ""
-            path = folder_out / f"{task}{size}-seed{seed}.json"
+            path = folder_out / f"{name}.json"
             path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+            progress.unlink(missing_ok=True)
             print(f"wrote {path} ({cell['wall_s']} s)", flush=True)
             ran.append(path.name)
     return {"ran": ran}
+
+
+def _full_glue_progress(path: Path, runs: Path, seed: int, teacher_only: bool,
+                        payload: dict) -> None:  # fmt: skip
+    """Write where an interrupted (h) run stands: per stage done / partial (step i of N, best
+    validation so far) / not started, read from its checkpoints in ``runs``."""
+    from sorbet_snn.distill import stage_progress
+
+    stages = {}
+    for stage in ("S0",) if teacher_only else ("S0", *FULL_SST2_STUDENT[:-1]):
+        prog = stage_progress(_stage_out(runs, seed, stage), stage)
+        keep = ("status", "step", "steps", "best_val", "val_main")
+        stages[stage] = {k: prog[k] for k in keep if k in prog}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**payload, "stages": stages}, indent=2, default=str) + "\n")
 
 
 def _device_info(device: str) -> dict:
@@ -910,6 +958,34 @@ def _verdict(lo: float, hi: float) -> str:
     return "ahead" if lo > 0 else "behind" if hi < 0 else "tie"
 
 
+def _split_losses(split: list[dict]) -> str:
+    """Where the split S1 loses dev accuracy: per step (teacher -> S1a binary weights -> S1b 4-bit
+    activations -> S1 ReLU swaps) the points lost, paired over the seeds, with the 95 % t interval;
+    the steps whose interval lies above 0 are named, largest mean loss first."""
+    chain = [("teacher_dev", "binary weights (S0 → S1a)"), ("S1a", "4-bit activations (S1a → S1b)"),
+             ("S1b", "ReLU swaps (S1b → S1)")]  # fmt: skip
+
+    def dev(c: dict, name: str) -> float:
+        return 100 * (
+            c["teacher_dev"] if name == "teacher_dev" else c["stages"][name]["dev"]["main"]
+        )
+
+    nxt = {"teacher_dev": "S1a", "S1a": "S1b", "S1b": "S1"}
+    parts, lost = [], {}
+    for name, label in chain:
+        mean, lo, hi = _interval([dev(c, name) - dev(c, nxt[name]) for c in split])
+        parts.append(f"{label} {mean:+.1f} [{lo:+.1f}, {hi:+.1f}]")
+        lost[label] = (mean, lo)
+    real = sorted((k for k in lost if lost[k][1] > 0), key=lambda k: -lost[k][0])
+    verdict = ("losses with the interval above 0, largest first: "
+               + ", ".join(k.split(" (")[0] for k in real) if real
+               else "no step's loss is distinguishable from 0")  # fmt: skip
+    return (
+        f"Dev accuracy lost per step of the split S1 (points, paired over {len(split)} seeds, "
+        f"95 % t interval): {'; '.join(parts)}: {verdict}.\n"
+    )
+
+
 def render_recipe() -> list[str]:
     rec = _load("recipe")
     if not rec:
@@ -967,6 +1043,8 @@ def render_recipe() -> list[str]:
             for name in ("S1a", "S1b", "S1"))  # fmt: skip
         out.append(f"Split S1 at lr 1e-3 (dev %, N={len(split)}): S1a binary weights, FP "
                    f"activations, GELU/tanh; S1b + 4-bit activations; S1 + ReLU swaps: {steps}.\n")  # fmt: skip
+        if len(split) > 1:
+            out.append(_split_losses(split))
     for arm, label in (("lr1e-3_rep", "representation-only loss"), ("lr1e-3_split", "split S1")):
         if arm in gaps and "lr1e-3" in gaps:
             both = sorted(set(gaps[arm]) & set(gaps["lr1e-3"]))
@@ -1188,7 +1266,8 @@ FULL_GLUE_METRIC = {"SST-2": "dev accuracy %", "CoLA": "dev Matthews correlation
 
 def render_full_glue() -> list[str]:
     groups = _full_glue_cells()
-    if not groups:
+    pending = _full_glue_pending()
+    if not groups and not pending:
         return []
     out = ["**(h) GLUE through `--only full_glue`, one run per (task, training-set size, seed)** "
            "(`python benchmarks/run.py --only full_glue --tasks SST-2 CoLA RTE --seeds 0 1 2 "
@@ -1212,13 +1291,53 @@ def render_full_glue() -> list[str]:
     for task in FULL_GLUE:
         keys = sorted((k for k in groups if k[0] == task),
                       key=lambda k: (-1 if k[1] is None else k[1], k[2]))  # fmt: skip
-        if not keys:
+        mine = [p for p in pending if p["task"] == task]
+        if not keys and not mine:
             out.append(f"*{task}*: not run.\n")
             continue
         for key in keys:
             render = _render_full_glue_teacher if key[2] else _render_full_glue_group
             out += render(task, key[1], groups[key])
+        out += [_render_full_glue_pending(p) for p in mine]
     return out
+
+
+def _full_glue_pending() -> list[dict]:
+    """The interrupted (h) runs (results/full_glue/progress/) whose result is not written yet."""
+    folder = RESULTS / "full_glue" / "progress"
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if not (RESULTS / "full_glue" / path.name).is_file():
+            out.append(json.loads(path.read_text()))
+    return out
+
+
+def _render_full_glue_pending(p: dict) -> str:
+    """One line for an (h) run stopped by ``--max-minutes``: where each stage stands and the
+    command that continues it."""
+    n = p["recipe"]["train_subset"]
+    size = "all training examples" if n is None else f"a seeded training subset of {n:,}"
+    stages = []
+    for stage, st in p["stages"].items():
+        if st["status"] == "done":
+            stages.append(f"{stage} done (validation {100 * st['val_main']:.1f})")
+        elif st["status"] == "partial":
+            best = (
+                ""
+                if st.get("best_val") is None
+                else f", best validation {100 * st['best_val']:.1f}"
+            )
+            stages.append(f"{stage} at step {st['step']:,} of {st['steps']:,}{best}")
+        else:
+            stages.append(f"{stage} not started")
+    wall = sum(x["wall_s"] for x in p["sittings"]) / 60
+    flags = (f"--tasks {p['task']} --seeds {p['seed']}" + ("" if n is None else f" --train-subset {n}")
+             + (" --teacher-only" if p.get("teacher_only") else ""))  # fmt: skip
+    return (f"*{p['task']}, seed {p['seed']}* ({size}{', teacher only' if p.get('teacher_only') else ''}): "
+            f"**in progress** after {len(p['sittings'])} sitting(s), {wall:.0f} min: "
+            + "; ".join(stages) + ". Continue with `python benchmarks/run.py --only full_glue "
+            f"{flags} --work WORK --max-minutes M` (the stage checkpoints are in WORK, outside "
+            "git; without them the run starts over).\n")  # fmt: skip
 
 
 def _render_full_glue_teacher(task: str, n: int | None, cells: list[dict]) -> list[str]:
@@ -1487,10 +1606,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="full_sst2 / sst2_session / glue_extra: checkpoint folder (default "
                         "$SORBET_FULL_SST2_WORK or benchmarks/runs/full_sst2, kept across "
                         "sittings; $SORBET_SST2_SESSION_WORK or benchmarks/runs/sst2_session; "
-                        "benchmarks/runs/glue_extra)")  # fmt: skip
+                        "benchmarks/runs/glue_extra); full_glue: its checkpoint folder "
+                        "(default benchmarks/runs/full_glue), one subfolder per task and size")  # fmt: skip
     parser.add_argument("--max-minutes", type=float, default=None,
-                        help="full_sst2: stop after this many minutes, saving the stage in "
-                        "progress; rerun with --resume to continue")  # fmt: skip
+                        help="full_sst2 / full_glue: stop after this many minutes, saving the "
+                        "stage in progress under --work; full_sst2: rerun with --resume to "
+                        "continue; full_glue: rerun the same command (where the run stands: "
+                        "results/full_glue/progress/)")  # fmt: skip
     parser.add_argument("--arms", nargs="*", default=list(RECIPE_ARMS), choices=list(RECIPE_ARMS),
                         help="recipe: the arms to run, in priority order")  # fmt: skip
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="shared data folder")
@@ -1516,7 +1638,8 @@ def main(argv: list[str] | None = None) -> int:
                                                        args.resume),
                 "full_glue": lambda: bench_full_glue(args.data, args.work or FULL_GLUE_WORK,
                                                      args.tasks, args.seeds, args.device,
-                                                     args.train_subset, args.teacher_only)}  # fmt: skip
+                                                     args.train_subset, args.teacher_only,
+                                                     args.max_minutes)}  # fmt: skip
         for name in (
             "spike_speed",
             "synthetic",
@@ -1545,7 +1668,9 @@ def main(argv: list[str] | None = None) -> int:
             if name == "glue" and args.paper_scale:
                 name = "glue_paper_scale"
             if name == "full_glue":  # its runs wrote their own files (parallel runs share none)
-                print(f"full_glue: {payload['ran']} ({payload['wall_time_s']:.0f} s)", flush=True)
+                print(f"full_glue: {payload['ran']} ({payload['wall_time_s']:.0f} s)"
+                      + (f"; {payload['stopped']}" if payload.get("stopped") else ""),
+                      flush=True)  # fmt: skip
                 continue
             (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str) + "\n")
             print(f"wrote results/{name}.json ({payload['wall_time_s']:.0f} s)", flush=True)
