@@ -79,9 +79,9 @@ HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULT = HERE / "results" / "comparison.json"
 DEFAULT_DATA = Path(os.environ.get("ICML25_DATA", PKG.parents[1].parent / "shared" / "data"))
-SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide", "obqa_full", "causal_news")
+SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide", "obqa_full", "causal_news", "causal_news_wide")
 # The settings of ``run_causal_lm`` (one cell per seed holds every method).
-CAUSAL_SETTINGS = ("causal", "causal_news")
+CAUSAL_SETTINGS = ("causal", "causal_news", "causal_news_wide")
 # ``obqa_wide``: the obqa comparison rebuilt on the extended grids (GRID) from the base up; the
 # same cached data and per-seed splits as ``obqa``, its own weights.
 DATA_OF = {"obqa_wide": "obqa", "obqa_full": "obqa"}
@@ -143,6 +143,10 @@ NEWS: dict[str, Any] = {
     "split_seed": 12345,
     "threads": 1,
 }
+# ``causal_news_wide``: ``causal_news`` on extended epoch grids (its first seeds selected the last
+# base epoch, 10 of 10, and the last CFT epoch, 3 of 3); long SFT and RCFT run as many epochs as
+# CFT's grid, as in ``obqa_wide``. Everything else as ``causal_news``.
+NEWS_WIDE: dict[str, int] = {"base_epochs": 20, "cft_epochs": 6, "long_epochs": 6}
 # Epoch grids extended after the 0.4.0 run put selections on the edge (base 4/4 in 4 of 5 ``obqa``
 # seeds, CFT 4/4 in 3): extra stages, the same as ``base`` / ``cft`` but for the epochs (same data
 # order seeds); ``cft_wide`` starts from the same aligned model as every other method of its seed.
@@ -550,15 +554,16 @@ def run_causal_cell(
     whole pool split per seed."""
     from cft_calibration.causal import _FRACTIONS
 
-    fixed = fixed_splits(data, setting)
-    if setting == "causal_news":
+    fixed = fixed_splits(data, "causal_news" if setting == "causal_news_wide" else setting)
+    if setting in ("causal_news", "causal_news_wide"):
         pool = fixed["pool"]
     else:
         pool = random.Random(seed).sample(fixed["pool"], CAUSAL["questions"])
     parts = C.split_items(pool, list(_FRACTIONS.values()), seed=seed)
     splits = dict(zip(_FRACTIONS, parts, strict=True))
     splits["test"] = fixed["id_test"]
-    cfg = C.CausalLMConfig(threads=1, seed=seed, device=device)
+    wide = NEWS_WIDE if setting == "causal_news_wide" else {}
+    cfg = C.CausalLMConfig(threads=1, seed=seed, device=device, **wide)
     t0 = time.perf_counter()
     res = C.run_causal_lm(cfg, splits=splits)
     cell: dict[str, Any] = {"selected": res.selected, "dpo": res.dpo, "stage_seconds": res.seconds}
@@ -746,6 +751,7 @@ def run(args: argparse.Namespace) -> None:
         ("protocol", PROTOCOL),
         ("causal_protocol", CAUSAL),
         ("news_protocol", NEWS),
+        ("news_wide_protocol", NEWS_WIDE),
         ("mmlu_protocol", MMLU),
         ("grid_protocol", GRID),
         ("full_protocol", FULL),
@@ -770,8 +776,9 @@ def run(args: argparse.Namespace) -> None:
     caches, subjects = {}, {}
     for setting in args.settings:
         if setting in CAUSAL_SETTINGS:
-            if setting == "causal_news":
-                r["n"][setting] = {k: len(v) for k, v in fixed_splits(args.data, setting).items()}
+            if setting != "causal":
+                fixed = fixed_splits(args.data, "causal_news")
+                r["n"][setting] = {k: len(v) for k, v in fixed.items()}
             continue
         t0 = time.perf_counter()
         if setting in FULL_SETTINGS:
@@ -1363,8 +1370,9 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
 
 
 def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[str]:
-    """Block (b) (setting ``causal``) or (b2) (``causal_news``): the protocol, the positive control,
-    the means and paired differences of ``run_causal_lm``'s methods, the selections per seed."""
+    """Block (b) (setting ``causal``), (b2) (``causal_news``) or (b3) (``causal_news_wide``): the
+    protocol, the positive control, the means and paired differences of ``run_causal_lm``'s
+    methods, the selections per seed (a selection on the last epoch of its grid is flagged)."""
     raw = r.get("cells", {})
     cs = seeds_with(cells, ["base"], setting)
     cp = r.get("causal_protocol", CAUSAL)
@@ -1392,9 +1400,19 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
             f"topic). In-domain test: {NEWS['id_test']:,} rows drawn once; the other 5,600 rows "
             "split per seed 40/15/30/15 % into base / DPO / calibration-train / validation; "
             f"out-of-domain test: the {PROTOCOL['ood_test']:,} MMLU questions of (a) (never trained "
-            f"on; their words are mostly outside the decoder's vocabulary). {model}. Seeds: {len(cs)}; "
-            f"command `{r.get('commands', {}).get(setting, 'python benchmarks/comparison.py --settings causal_news --resume')}`."
+            f"on; their words are mostly outside the decoder's vocabulary). {model}. Seeds: "
+            f"{len(cs)}; command `python benchmarks/comparison.py --settings causal_news --resume`."
         )
+    if setting == "causal_news_wide":
+        w = NEWS_WIDE
+        head = (
+            "**(b3) Setting `causal_news_wide`** — (b2) on extended epoch grids, because (b2)'s "
+            f"selections sat on the edge: base SFT {w['base_epochs']} epochs, CFT "
+            f"{w['cft_epochs']}, long SFT and RCFT {w['long_epochs']}; the same data, splits, "
+            f"seeds and test questions. Seeds: {len(cs)}; command `python benchmarks/comparison.py "
+            "--settings causal_news_wide --resume`."
+        )
+    grid = {"base_epochs": 10, "cft_epochs": 3, **(NEWS_WIDE if setting.endswith("_wide") else {})}
     lines = [head, ""]
     diag = []
     for s in cs:
@@ -1402,9 +1420,10 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
         t = sel["temperature"]
         edge = " (edge of the search range e^±3)" if abs(math.log(t)) > 2.99 else ""
         diag.append(
-            f"seed {s}: base epoch {sel['base_epoch']}/{cp.get('base_epochs', 10)}; "
-            f"T = {t:.2f}{edge}; CFT epoch {sel['cft_epoch']}/{cp.get('cft_epochs', 3)}"
-            + (" (edge)" if sel["cft_epoch"] in (0, cp.get("cft_epochs", 3)) else "")
+            f"seed {s}: base epoch {sel['base_epoch']}/{grid['base_epochs']}"
+            + (" (edge)" if sel["base_epoch"] == grid["base_epochs"] else "")
+            + f"; T = {t:.2f}{edge}; CFT epoch {sel['cft_epoch']}/{grid['cft_epochs']}"
+            + (" (edge)" if sel["cft_epoch"] in (0, grid["cft_epochs"]) else "")
         )
     stages = ("base", "aligned", "ts", "cft", "long_sft", "rcft")
     margin = r["protocol"]["ni_margin"]
@@ -1444,8 +1463,9 @@ def render(r: dict[str, Any]) -> str:
     lines += minilm_body(r, cells, "obqa")
     cs = seeds_with(cells, ["base"], "causal")
     lines += ["", *causal_section(r, cells, "causal")]
-    if seeds_with(cells, ["base"], "causal_news"):
-        lines += ["", *causal_section(r, cells, "causal_news")]
+    for news in ("causal_news", "causal_news_wide"):
+        if seeds_with(cells, ["base"], news):
+            lines += ["", *causal_section(r, cells, news)]
     mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
     if mmlu:
         lines += ["", *mmlu_section(r, cells)]

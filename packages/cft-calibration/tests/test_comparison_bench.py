@@ -358,3 +358,29 @@ def test_causal_news_section_has_its_own_control_and_tables(comparison):
     assert "lowest lower bound" in text and "**passed**" in text
     assert "| CFT − aligned (SFT + DPO) | 5 |" in text and "**ahead**" in text
     assert "seed 4: base epoch 4/10; T = 1.50; CFT epoch 2/3" in text
+
+
+def test_causal_news_wide_block_flags_selections_on_its_own_grid(comparison):
+    test = {name: {s: {"accuracy": 0.6, "conf_ece": 0.05} for s in ("id_test", "ood_test")}
+            for name in ("base", "aligned", "ts", "cft", "long_sft", "rcft")}  # fmt: skip
+    wide = comparison.NEWS_WIDE
+    raw = {
+        "causal_news_wide/0/all": {
+            "test": test,
+            "stage_seconds": {},
+            "selected": {"base_epoch": wide["base_epochs"], "temperature": 2.0, "cft_epoch": 4},
+        },
+        "causal_news/0/all": {
+            "test": test,
+            "stage_seconds": {},
+            "selected": {"base_epoch": 10, "temperature": 2.0, "cft_epoch": 3},
+        },
+    }
+    r = {"protocol": comparison.PROTOCOL, "cells": raw, "n": {}}
+    cells = comparison.flat_cells(raw)
+    text = "\n".join(comparison.causal_section(r, cells, "causal_news_wide"))
+    assert text.startswith("**(b3) Setting `causal_news_wide`**")
+    assert f"base epoch {wide['base_epochs']}/{wide['base_epochs']} (edge)" in text
+    assert f"CFT epoch 4/{wide['cft_epochs']}." in text  # inside the wider grid: no flag
+    narrow = "\n".join(comparison.causal_section(r, cells, "causal_news"))
+    assert "base epoch 10/10 (edge); T = 2.00; CFT epoch 3/3 (edge)" in narrow
