@@ -1477,6 +1477,10 @@ def render(r: dict[str, Any]) -> str:
     left = {
         "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
         "causal": sorted(set(range(5)) - set(cs)),
+        "causal_news": sorted(set(range(5)) - set(seeds_with(cells, ["base"], "causal_news"))),
+        "causal_news_wide": sorted(
+            set(range(5)) - set(seeds_with(cells, ["base"], "causal_news_wide"))
+        ),
     }
     if mmlu and control(cells, "mmlu", r["n"]["mmlu"]["id_test"])["passed"]:
         left["mmlu"] = sorted(set(range(5)) - set(seeds_with(cells, list(STAGES), "mmlu")))
