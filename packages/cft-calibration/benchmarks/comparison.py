@@ -15,7 +15,8 @@ Setting ``mmlu`` (MMLU-internal): the same model and stages on MMLU alone. In do
 MMLU subjects by question count until they hold 6,000 questions (10 subjects, 6,118 questions),
 2,000 of them drawn as the in-domain test and the rest as the train pool; out of domain: 2,000
 questions drawn over the other 47 subjects. Setting ``causal``: ``run_causal_lm`` on OpenBookQA
-(see :func:`run_causal_cell`). Setting ``obqa_wide``: ``obqa`` rebuilt from the base up with base
+(see :func:`run_causal_cell`); setting ``causal_news``: the same on AG News topics asked as 4-option
+questions (``NEWS``; a task a decoder trained from scratch can learn). Setting ``obqa_wide``: ``obqa`` rebuilt from the base up with base
 SFT and CFT on the extended epoch grids (``GRID``). Setting ``obqa_full``: ``obqa_wide`` with every
 weight trained: the same fixed splits, per-seed splits, seeds, stages, selection rules, learning
 rates and epoch grids, but the scorer is the whole ``BertForMultipleChoice`` (``MCScorer``, the
@@ -78,7 +79,9 @@ HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULT = HERE / "results" / "comparison.json"
 DEFAULT_DATA = Path(os.environ.get("ICML25_DATA", PKG.parents[1].parent / "shared" / "data"))
-SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide", "obqa_full")
+SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide", "obqa_full", "causal_news", "causal_news_wide")
+# The settings of ``run_causal_lm`` (one cell per seed holds every method).
+CAUSAL_SETTINGS = ("causal", "causal_news", "causal_news_wide")
 # ``obqa_wide``: the obqa comparison rebuilt on the extended grids (GRID) from the base up; the
 # same cached data and per-seed splits as ``obqa``, its own weights.
 DATA_OF = {"obqa_wide": "obqa", "obqa_full": "obqa"}
@@ -128,6 +131,22 @@ PROTOCOL: dict[str, Any] = {
 }
 # Setting ``causal``: run_causal_lm's defaults (CausalLMConfig) except the data, fixed in advance.
 CAUSAL: dict[str, Any] = {"questions": 2000, "threads": 1}
+# Setting ``causal_news`` (added after ``causal``'s positive control failed: a 2-layer decoder
+# trained from scratch on 800 OpenBookQA questions stays at chance): the same pipeline and budgets on
+# a task such a decoder can learn, AG News topic classification (the shared data's 7,600-row
+# original test split) asked as a 4-option question with fixed options. Fixed before any run: 2,000
+# rows drawn once as the in-domain test, every other row in the per-seed pool (split 40/15/30/15 %);
+# out of domain: the 2,000 MMLU questions of ``obqa`` (never trained on).
+NEWS: dict[str, Any] = {
+    "id_test": 2000,
+    "prompt": "Which topic is this news story about?",
+    "split_seed": 12345,
+    "threads": 1,
+}
+# ``causal_news_wide``: ``causal_news`` on extended epoch grids (its first seeds selected the last
+# base epoch, 10 of 10, and the last CFT epoch, 3 of 3); long SFT and RCFT run as many epochs as
+# CFT's grid, as in ``obqa_wide``. Everything else as ``causal_news``.
+NEWS_WIDE: dict[str, int] = {"base_epochs": 20, "cft_epochs": 6, "long_epochs": 6}
 # Epoch grids extended after the 0.4.0 run put selections on the edge (base 4/4 in 4 of 5 ``obqa``
 # seeds, CFT 4/4 in 3): extra stages, the same as ``base`` / ``cft`` but for the epochs (same data
 # order seeds); ``cft_wide`` starts from the same aligned model as every other method of its seed.
@@ -159,8 +178,37 @@ def mmlu_subjects(items: list[C.MCItem], want: int) -> list[str]:
     return sorted(chosen)
 
 
+def ag_news_items(folder: Path) -> list[C.MCItem]:
+    """AG News rows (``test.csv``: class 1-4, title, description; ``classes.txt``: the topic names)
+    as 4-option questions: the title and description (a backslash, the release's line break, read
+    as a space), then ``NEWS["prompt"]``; the options are the
+    four topics in the dataset's order, the answer the row's class."""
+    import csv
+
+    topics = (folder / "classes.txt").read_text(encoding="utf-8").split()
+    if len(topics) != 4:
+        raise SystemExit(f"{folder}/classes.txt: expected 4 topics, got {topics}")
+    items = []
+    with open(folder / "test.csv", newline="", encoding="utf-8") as fh:
+        for i, (label, title, desc) in enumerate(csv.reader(fh)):
+            text = f"{title}. {desc}".replace("\\", " ")  # a backslash marks a line break
+            items.append(C.MCItem(f"ag{i}", f"{' '.join(text.split())} {NEWS['prompt']}",
+                                  list(topics), int(label) - 1, subject="ag_news"))  # fmt: skip
+    return items
+
+
 def fixed_splits(data: Path, setting: str = "obqa") -> dict[str, list[C.MCItem]]:
     """The seed-independent splits of a setting: in-domain test, OOD test, and the train pool."""
+    if setting == "causal_news":
+        news = ag_news_items(data / "ag_news")
+        idx = list(range(len(news)))
+        random.Random(NEWS["split_seed"]).shuffle(idx)
+        k = NEWS["id_test"]
+        return {
+            "id_test": [news[i] for i in sorted(idx[:k])],
+            "ood_test": fixed_splits(data)["ood_test"],
+            "pool": [news[i] for i in sorted(idx[k:])],
+        }
     if setting == "mmlu":
         mmlu = C.load_mmlu(data / "mmlu", split="test")
         subjects = set(mmlu_subjects(mmlu, MMLU["id_questions"]))
@@ -496,22 +544,26 @@ def run_cell(
     return cell
 
 
-def run_causal_cell(seed: int, data: Path, device: str = "cpu") -> dict[str, Any]:
+def run_causal_cell(
+    seed: int, data: Path, device: str = "cpu", setting: str = "causal"
+) -> dict[str, Any]:
     """Setting ``causal``: ``run_causal_lm`` (a 2-layer GPT-2 trained from scratch, real DPO, then
     TS / CFT / long SFT / RCFT with LoRA) on the same in-domain test (2,000) and OOD test (2,000) as
     ``obqa``; per seed 2,000 questions of the train pool split 40/15/30/15 % into base / DPO /
-    calibration-train / validation."""
+    calibration-train / validation. Setting ``causal_news``: the same on AG News (``NEWS``), the
+    whole pool split per seed."""
     from cft_calibration.causal import _FRACTIONS
 
-    fixed = fixed_splits(data)
-    rng = random.Random(seed)
-    pool = rng.sample(fixed["pool"], CAUSAL["questions"])
+    fixed = fixed_splits(data, "causal_news" if setting == "causal_news_wide" else setting)
+    if setting in ("causal_news", "causal_news_wide"):
+        pool = fixed["pool"]
+    else:
+        pool = random.Random(seed).sample(fixed["pool"], CAUSAL["questions"])
     parts = C.split_items(pool, list(_FRACTIONS.values()), seed=seed)
     splits = dict(zip(_FRACTIONS, parts, strict=True))
     splits["test"] = fixed["id_test"]
-    cfg = C.CausalLMConfig(
-        **{k: v for k, v in CAUSAL.items() if k != "questions"}, seed=seed, device=device
-    )
+    wide = NEWS_WIDE if setting == "causal_news_wide" else {}
+    cfg = C.CausalLMConfig(threads=1, seed=seed, device=device, **wide)
     t0 = time.perf_counter()
     res = C.run_causal_lm(cfg, splits=splits)
     cell: dict[str, Any] = {"selected": res.selected, "dpo": res.dpo, "stage_seconds": res.seconds}
@@ -540,10 +592,30 @@ def load_results() -> dict[str, Any]:
 
 
 def save(r: dict[str, Any]) -> None:
+    """Write ``r``, first taking in the cells that another sitting running at the same time (say,
+    one process per seed) has written since this one loaded the JSON: under a lock, the cells on
+    disk that ``r`` lacks are added, and the positive controls and full-model costs recomputed."""
+    import fcntl
+    import tempfile
+
     RESULT.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULT.with_suffix(".tmp")
-    tmp.write_text(json.dumps(C._contract.portable(r), indent=1) + "\n", encoding="utf-8")
-    tmp.replace(RESULT)
+    with open(Path(tempfile.gettempdir()) / "cft-calibration-comparison.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        disk = load_results()
+        theirs = {k: c for k, c in disk.get("cells", {}).items() if k not in r["cells"]}
+        if theirs:
+            r["cells"].update(theirs)
+            for key in ("commands", "cache_seconds"):
+                r[key] = {**disk.get(key, {}), **r.get(key, {})}
+            for setting in r.get("control", {}):
+                if setting in r.get("n", {}):
+                    r["control"][setting] = control(r["cells"], setting,
+                                                    r["n"][setting]["id_test"])  # fmt: skip
+            for setting in r.get("full_cost", {}):
+                r["full_cost"][setting] = full_cost(r, setting)
+        tmp = RESULT.with_suffix(".tmp")
+        tmp.write_text(json.dumps(C._contract.portable(r), indent=1) + "\n", encoding="utf-8")
+        tmp.replace(RESULT)
 
 
 def reproduce(
@@ -678,6 +750,8 @@ def run(args: argparse.Namespace) -> None:
     protocols = (
         ("protocol", PROTOCOL),
         ("causal_protocol", CAUSAL),
+        ("news_protocol", NEWS),
+        ("news_wide_protocol", NEWS_WIDE),
         ("mmlu_protocol", MMLU),
         ("grid_protocol", GRID),
         ("full_protocol", FULL),
@@ -701,7 +775,10 @@ def run(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
     caches, subjects = {}, {}
     for setting in args.settings:
-        if setting == "causal":
+        if setting in CAUSAL_SETTINGS:
+            if setting != "causal":
+                fixed = fixed_splits(args.data, "causal_news")
+                r["n"][setting] = {k: len(v) for k, v in fixed.items()}
             continue
         t0 = time.perf_counter()
         if setting in FULL_SETTINGS:
@@ -725,7 +802,7 @@ def run(args: argparse.Namespace) -> None:
         (setting, seed, stage)
         for setting in args.settings
         for seed in args.seeds
-        for stage in (("all",) if setting == "causal" else stages)
+        for stage in (("all",) if setting in CAUSAL_SETTINGS else stages)
     ]
     for setting, seed, stage in todo:
         key = f"{setting}/{seed}/{stage}"
@@ -739,13 +816,13 @@ def run(args: argparse.Namespace) -> None:
             print(f"{key}: projected {cost / 60:.0f} min, past --stop-at; rerun with --resume to "
                   "continue", flush=True)  # fmt: skip
             return
-        if setting != "causal" and stage not in first:
+        if setting not in CAUSAL_SETTINGS and stage not in first:
             ctl = control(r["cells"], setting, r["n"][setting]["id_test"])
             if ctl and not ctl["passed"]:
                 print(f"{key}: skipped, the positive control of {setting} failed", flush=True)
                 continue
-        if setting == "causal":
-            cell = run_causal_cell(seed, args.data, args.device)
+        if setting in CAUSAL_SETTINGS:
+            cell = run_causal_cell(seed, args.data, args.device, setting)
             r["cells"][key] = cell
             save(r)
             for name, t in cell["test"].items():
@@ -804,10 +881,10 @@ def flat_cells(cells: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, cell in cells.items():
         setting, seed, _stage = key.split("/")
-        if setting == "causal":
+        if setting in CAUSAL_SETTINGS:
             for name, t in cell["test"].items():
                 sec = cell["stage_seconds"].get({"aligned": "dpo"}.get(name, name), 0.0)
-                out[f"causal/{seed}/{name}"] = {"test": t, "seconds": sec}
+                out[f"{setting}/{seed}/{name}"] = {"test": t, "seconds": sec}
         else:
             out[key] = cell
     return out
@@ -1292,11 +1369,76 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
     return lines
 
 
+def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[str]:
+    """Block (b) (setting ``causal``), (b2) (``causal_news``) or (b3) (``causal_news_wide``): the
+    protocol, the positive control, the means and paired differences of ``run_causal_lm``'s
+    methods, the selections per seed (a selection on the last epoch of its grid is flagged)."""
+    raw = r.get("cells", {})
+    cs = seeds_with(cells, ["base"], setting)
+    cp = r.get("causal_protocol", CAUSAL)
+    model = (
+        "`run_causal_lm` (`CausalLMConfig` defaults: a 2-layer GPT-2 layout decoder, hidden 64, "
+        "trained from random init on the official flat prompt with the completion-only letter "
+        "loss; real DPO on all weights; TS, CFT, long SFT and RCFT with LoRA r 8)"
+    )
+    if setting == "causal":
+        n_id = r["n"]["obqa"]["id_test"]
+        head = (
+            f"**(b) Setting `causal`** — {model}, per seed {cp['questions']} OpenBookQA "
+            "train-pool questions split 40/15/30/15 % into base / DPO / calibration-train / "
+            "validation; the same in-domain and OOD tests as (a) (OOD words outside the decoder's "
+            f"word vocabulary read as unknown). Seeds: {len(cs)}."
+        )
+    else:
+        n_id = NEWS["id_test"]
+        head = (
+            f"**(b2) Setting `causal_news`** — the pipeline of (b) on a task a decoder trained "
+            "from scratch can learn (added after (b)'s positive control failed, fixed before its "
+            "first run): AG News topic classification (the shared data's 7,600-row original test "
+            f'split) asked as a 4-option question (title and description, then "{NEWS["prompt"]}"; '
+            "options World / Sports / Business / Sci/Tech in that order, so the letter names the "
+            f"topic). In-domain test: {NEWS['id_test']:,} rows drawn once; the other 5,600 rows "
+            "split per seed 40/15/30/15 % into base / DPO / calibration-train / validation; "
+            f"out-of-domain test: the {PROTOCOL['ood_test']:,} MMLU questions of (a) (never trained "
+            f"on; their words are mostly outside the decoder's vocabulary). {model}. Seeds: "
+            f"{len(cs)}; command `python benchmarks/comparison.py --settings causal_news --resume`."
+        )
+    if setting == "causal_news_wide":
+        w = NEWS_WIDE
+        head = (
+            "**(b3) Setting `causal_news_wide`** — (b2) on extended epoch grids, because (b2)'s "
+            f"selections sat on the edge: base SFT {w['base_epochs']} epochs, CFT "
+            f"{w['cft_epochs']}, long SFT and RCFT {w['long_epochs']}; the same data, splits, "
+            f"seeds and test questions. Seeds: {len(cs)}; command `python benchmarks/comparison.py "
+            "--settings causal_news_wide --resume`."
+        )
+    grid = {"base_epochs": 10, "cft_epochs": 3, **(NEWS_WIDE if setting.endswith("_wide") else {})}
+    lines = [head, ""]
+    diag = []
+    for s in cs:
+        sel = raw[f"{setting}/{s}/all"]["selected"]
+        t = sel["temperature"]
+        edge = " (edge of the search range e^±3)" if abs(math.log(t)) > 2.99 else ""
+        diag.append(
+            f"seed {s}: base epoch {sel['base_epoch']}/{grid['base_epochs']}"
+            + (" (edge)" if sel["base_epoch"] == grid["base_epochs"] else "")
+            + f"; T = {t:.2f}{edge}; CFT epoch {sel['cft_epoch']}/{grid['cft_epochs']}"
+            + (" (edge)" if sel["cft_epoch"] in (0, grid["cft_epochs"]) else "")
+        )
+    stages = ("base", "aligned", "ts", "cft", "long_sft", "rcft")
+    margin = r["protocol"]["ni_margin"]
+    lines += [control_line(cells, setting, n_id), ""]
+    lines += means_table(cells, setting, stages)
+    lines += diff_table(cells, setting, ("ts", "cft", "long_sft", "rcft"), margin)
+    if diag:
+        lines += ["", "Selections per seed: " + " · ".join(diag) + "."]
+    return lines
+
+
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
     cells = flat_cells(raw)
     p = r["protocol"]
-    margin = p["ni_margin"]
     done = seeds_with(cells, ["base"])
     lines = [
         "**(a) Setting `obqa`** — all-MiniLM-L6-v2 as "
@@ -1320,33 +1462,10 @@ def render(r: dict[str, Any]) -> str:
     ]
     lines += minilm_body(r, cells, "obqa")
     cs = seeds_with(cells, ["base"], "causal")
-    cp = r.get("causal_protocol", CAUSAL)
-    lines += [
-        "",
-        "**(b) Setting `causal`** — `run_causal_lm` (`CausalLMConfig` defaults: a 2-layer GPT-2 "
-        "layout decoder, hidden 64, trained from random init on the official flat prompt with the "
-        "completion-only letter loss; real DPO on all weights; TS, CFT, long SFT and RCFT with "
-        f"LoRA r 8), per seed {cp['questions']} OpenBookQA train-pool questions split 40/15/30/15 % "
-        "into base / DPO / calibration-train / validation; the same in-domain and OOD tests as (a) "
-        f"(OOD words outside the decoder's word vocabulary read as unknown). Seeds: {len(cs)}.",
-        "",
-    ]
-    cdiag = []
-    for s in cs:
-        sel = raw[f"causal/{s}/all"]["selected"]
-        t = sel["temperature"]
-        edge = " (edge of the search range e^±3)" if abs(math.log(t)) > 2.99 else ""
-        cdiag.append(
-            f"seed {s}: base epoch {sel['base_epoch']}/{cp.get('base_epochs', 10)}; "
-            f"T = {t:.2f}{edge}; CFT epoch {sel['cft_epoch']}/{cp.get('cft_epochs', 3)}"
-            + (" (edge)" if sel["cft_epoch"] in (0, cp.get("cft_epochs", 3)) else "")
-        )
-    causal_stages = ("base", "aligned", "ts", "cft", "long_sft", "rcft")
-    lines += [control_line(cells, "causal", r["n"]["obqa"]["id_test"]), ""]
-    lines += means_table(cells, "causal", causal_stages)
-    lines += diff_table(cells, "causal", ("ts", "cft", "long_sft", "rcft"), margin)
-    if cdiag:
-        lines += ["", "Selections per seed: " + " · ".join(cdiag) + "."]
+    lines += ["", *causal_section(r, cells, "causal")]
+    for news in ("causal_news", "causal_news_wide"):
+        if seeds_with(cells, ["base"], news):
+            lines += ["", *causal_section(r, cells, news)]
     mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
     if mmlu:
         lines += ["", *mmlu_section(r, cells)]
@@ -1358,6 +1477,10 @@ def render(r: dict[str, Any]) -> str:
     left = {
         "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
         "causal": sorted(set(range(5)) - set(cs)),
+        "causal_news": sorted(set(range(5)) - set(seeds_with(cells, ["base"], "causal_news"))),
+        "causal_news_wide": sorted(
+            set(range(5)) - set(seeds_with(cells, ["base"], "causal_news_wide"))
+        ),
     }
     if mmlu and control(cells, "mmlu", r["n"]["mmlu"]["id_test"])["passed"]:
         left["mmlu"] = sorted(set(range(5)) - set(seeds_with(cells, list(STAGES), "mmlu")))
@@ -1424,7 +1547,9 @@ def main() -> None:
                    help="benchmark settings, run in this order: obqa (OpenBookQA in domain, MMLU "
                         "out of domain), causal (a small decoder, same tests), mmlu (MMLU's largest "
                         "subjects in domain, the other subjects out of domain), obqa_wide (obqa "
-                        "with base SFT and CFT on the extended epoch grids, GRID)")  # fmt: skip
+                        "with base SFT and CFT on the extended epoch grids, GRID), obqa_full "
+                        "(obqa_wide training every weight), causal_news (the decoder of causal on "
+                        "AG News topics as questions, MMLU out of domain)")  # fmt: skip
     p.add_argument("--stages", nargs="+", choices=(*STAGES, *GRID), default=None,
                    help="stages of the MiniLM settings to run (default: every stage of the "
                         "protocol); base_wide / cft_wide are base / CFT on the extended epoch grids "

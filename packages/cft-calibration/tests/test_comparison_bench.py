@@ -304,3 +304,83 @@ def test_projected_cost_adds_the_rebuilds(comparison, tmp_path):
     (tmp_path / "obqa_full" / "seed0_aligned.pt").write_bytes(b"")
     assert comparison.projected(r, tmp_path, "obqa_full", 0, "ts") == 1.0
     assert comparison.projected({}, tmp_path, "obqa_full", 0, "ts") is None
+
+
+def test_save_takes_in_cells_another_sitting_wrote(comparison, monkeypatch, tmp_path):
+    """Two sittings at once (one per seed) both load the JSON, then write it: the second writer keeps
+    the first one's cell and recomputes the positive control over both seeds."""
+    monkeypatch.setattr(comparison, "RESULT", tmp_path / "comparison.json")
+    n = {"mmlu": {"id_test": 2000}}
+    first = {"cells": {"mmlu/0/base": _base_cell(0.40)}, "n": n, "control": {}, "commands": {}}
+    second = {"cells": {"mmlu/1/base": _base_cell(0.27)}, "n": n, "control": {}, "commands": {}}
+    first["control"]["mmlu"] = comparison.control(first["cells"], "mmlu", 2000)
+    second["control"]["mmlu"] = comparison.control(second["cells"], "mmlu", 2000)
+    comparison.save(first)
+    comparison.save(second)
+    disk = comparison.load_results()
+    assert set(disk["cells"]) == {"mmlu/0/base", "mmlu/1/base"}
+    assert disk["control"]["mmlu"]["seeds"] == [0, 1] and not disk["control"]["mmlu"]["passed"]
+    comparison.save(first)  # the first sitting writes again: nothing of the second is lost
+    assert set(comparison.load_results()["cells"]) == {"mmlu/0/base", "mmlu/1/base"}
+
+
+def test_ag_news_items_reads_the_original_csv(comparison, tmp_path):
+    (tmp_path / "classes.txt").write_text("World\nSports\nBusiness\nSci/Tech\n")
+    (tmp_path / "test.csv").write_text(
+        '"3","Oil up","Prices rose\\\\again.\\\\news later."\n"2","Cup final","A ""great"" game."\n'
+    )
+    items = comparison.ag_news_items(tmp_path)
+    assert [it.answer for it in items] == [2, 1]
+    assert items[0].choices == ["World", "Sports", "Business", "Sci/Tech"]
+    assert items[0].question == (
+        f"Oil up. Prices rose again. news later. {comparison.NEWS['prompt']}"
+    )
+    assert items[1].question.startswith('Cup final. A "great" game.')
+
+
+def test_causal_news_section_has_its_own_control_and_tables(comparison):
+    def metrics(acc, ece):
+        return {s: {"accuracy": acc, "conf_ece": ece} for s in ("id_test", "ood_test")}
+
+    raw = {}
+    for s in range(5):
+        test = {name: metrics(0.60 + 0.01 * s, 0.05 + 0.01 * s) for name in
+                ("base", "aligned", "ts", "cft", "long_sft", "rcft")}  # fmt: skip
+        test["aligned"] = metrics(0.60 + 0.01 * s, 0.30)
+        raw[f"causal_news/{s}/all"] = {
+            "test": test,
+            "stage_seconds": {"base": 1.0, "dpo": 1.0},
+            "selected": {"base_epoch": 4, "temperature": 1.5, "cft_epoch": 2},
+        }
+    r = {"protocol": comparison.PROTOCOL, "cells": raw, "n": {}}
+    text = "\n".join(comparison.causal_section(r, comparison.flat_cells(raw), "causal_news"))
+    assert text.startswith("**(b2) Setting `causal_news`**")
+    assert "lowest lower bound" in text and "**passed**" in text
+    assert "| CFT − aligned (SFT + DPO) | 5 |" in text and "**ahead**" in text
+    assert "seed 4: base epoch 4/10; T = 1.50; CFT epoch 2/3" in text
+
+
+def test_causal_news_wide_block_flags_selections_on_its_own_grid(comparison):
+    test = {name: {s: {"accuracy": 0.6, "conf_ece": 0.05} for s in ("id_test", "ood_test")}
+            for name in ("base", "aligned", "ts", "cft", "long_sft", "rcft")}  # fmt: skip
+    wide = comparison.NEWS_WIDE
+    raw = {
+        "causal_news_wide/0/all": {
+            "test": test,
+            "stage_seconds": {},
+            "selected": {"base_epoch": wide["base_epochs"], "temperature": 2.0, "cft_epoch": 4},
+        },
+        "causal_news/0/all": {
+            "test": test,
+            "stage_seconds": {},
+            "selected": {"base_epoch": 10, "temperature": 2.0, "cft_epoch": 3},
+        },
+    }
+    r = {"protocol": comparison.PROTOCOL, "cells": raw, "n": {}}
+    cells = comparison.flat_cells(raw)
+    text = "\n".join(comparison.causal_section(r, cells, "causal_news_wide"))
+    assert text.startswith("**(b3) Setting `causal_news_wide`**")
+    assert f"base epoch {wide['base_epochs']}/{wide['base_epochs']} (edge)" in text
+    assert f"CFT epoch 4/{wide['cft_epochs']}." in text  # inside the wider grid: no flag
+    narrow = "\n".join(comparison.causal_section(r, cells, "causal_news"))
+    assert "base epoch 10/10 (edge); T = 2.00; CFT epoch 3/3 (edge)" in narrow
