@@ -84,7 +84,7 @@ SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide", "obqa_full", "causal_news", "
 CAUSAL_SETTINGS = ("causal", "causal_news", "causal_news_wide")
 # ``obqa_wide``: the obqa comparison rebuilt on the extended grids (GRID) from the base up; the
 # same cached data and per-seed splits as ``obqa``, its own weights.
-DATA_OF = {"obqa_wide": "obqa", "obqa_full": "obqa"}
+DATA_OF = {"obqa_wide": "obqa", "obqa_full": "obqa", "causal_news_wide": "causal_news"}
 # ``obqa_full``: every weight of BertForMultipleChoice trained in every stage (no cached states).
 FULL_SETTINGS = ("obqa_full",)
 FULL: dict[str, Any] = {
@@ -554,8 +554,9 @@ def run_causal_cell(
     whole pool split per seed."""
     from cft_calibration.causal import _FRACTIONS
 
-    fixed = fixed_splits(data, "causal_news" if setting == "causal_news_wide" else setting)
-    if setting in ("causal_news", "causal_news_wide"):
+    data_of = DATA_OF.get(setting, setting)
+    fixed = fixed_splits(data, data_of)
+    if data_of == "causal_news":
         pool = fixed["pool"]
     else:
         pool = random.Random(seed).sample(fixed["pool"], CAUSAL["questions"])
@@ -563,7 +564,8 @@ def run_causal_cell(
     splits = dict(zip(_FRACTIONS, parts, strict=True))
     splits["test"] = fixed["id_test"]
     wide = NEWS_WIDE if setting == "causal_news_wide" else {}
-    cfg = C.CausalLMConfig(threads=1, seed=seed, device=device, **wide)
+    threads = (NEWS if data_of == "causal_news" else CAUSAL)["threads"]
+    cfg = C.CausalLMConfig(threads=threads, seed=seed, device=device, **wide)
     t0 = time.perf_counter()
     res = C.run_causal_lm(cfg, splits=splits)
     cell: dict[str, Any] = {"selected": res.selected, "dpo": res.dpo, "stage_seconds": res.seconds}
@@ -777,7 +779,7 @@ def run(args: argparse.Namespace) -> None:
     for setting in args.settings:
         if setting in CAUSAL_SETTINGS:
             if setting != "causal":
-                fixed = fixed_splits(args.data, "causal_news")
+                fixed = fixed_splits(args.data, DATA_OF.get(setting, setting))
                 r["n"][setting] = {k: len(v) for k, v in fixed.items()}
             continue
         t0 = time.perf_counter()
@@ -1412,7 +1414,9 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
             f"seeds and test questions. Seeds: {len(cs)}; command `python benchmarks/comparison.py "
             "--settings causal_news_wide --resume`."
         )
-    grid = {"base_epochs": 10, "cft_epochs": 3, **(NEWS_WIDE if setting.endswith("_wide") else {})}
+    default = C.CausalLMConfig()
+    grid = {"base_epochs": default.base_epochs, "cft_epochs": default.cft_epochs,
+            **(NEWS_WIDE if setting == "causal_news_wide" else {})}  # fmt: skip
     lines = [head, ""]
     diag = []
     for s in cs:
