@@ -37,6 +37,7 @@ Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue syntheti
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -346,6 +347,23 @@ def _full_throughput(folder: Path, steps: int = 12, device: str = "cpu") -> dict
     return out
 
 
+def _minutes_budget(max_minutes: float | None, start: float):
+    """``budget(what)`` for :func:`_run_seed`: the minutes left of ``max_minutes`` counted from
+    ``start`` (None: no limit); raises ``StageInterrupted`` before ``what`` starts once they are
+    (nearly) spent."""
+    from sorbet_snn.distill import StageInterrupted
+
+    def budget(what: str) -> float | None:
+        if max_minutes is None:
+            return None
+        minutes = max_minutes - (time.time() - start) / 60
+        if minutes <= 0.05:
+            raise StageInterrupted(what, 0, 0)
+        return minutes
+
+    return budget
+
+
 def bench_full_sst2(data_root: Path, work: Path, resume: bool, max_minutes: float | None) -> dict:
     """(f): the full-data study in sittings. Runs seed 0's teacher, then its students, then seed 1,
     ...; stops (saving the stage in progress) when ``max_minutes`` runs out."""
@@ -371,14 +389,7 @@ def bench_full_sst2(data_root: Path, work: Path, resume: bool, max_minutes: floa
         path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
         write_readme()
 
-    def left() -> float | None:
-        return None if max_minutes is None else max_minutes - (time.time() - start) / 60
-
-    def budget(what: str) -> float | None:
-        minutes = left()
-        if minutes is not None and minutes <= 0.05:
-            raise StageInterrupted(what, 0, 0)
-        return minutes
+    budget = _minutes_budget(max_minutes, start)
 
     try:
         if "throughput" not in payload:
@@ -502,15 +513,7 @@ def bench_full_glue(data_root: Path, work: Path, tasks: list[str], seeds: list[i
     folder_out = RESULTS / "full_glue"
     folder_out.mkdir(parents=True, exist_ok=True)
     ran = []
-    begin = time.time()
-
-    def budget(what: str) -> float | None:
-        if max_minutes is None:
-            return None
-        left = max_minutes - (time.time() - begin) / 60
-        if left <= 0.05:
-            raise StageInterrupted(what, 0, 0)
-        return left
+    budget = _minutes_budget(max_minutes, time.time())
 
     for task in tasks:
         folder = data_root / "glue" / task
@@ -962,18 +965,18 @@ def _split_losses(split: list[dict]) -> str:
     """Where the split S1 loses dev accuracy: per step (teacher -> S1a binary weights -> S1b 4-bit
     activations -> S1 ReLU swaps) the points lost, paired over the seeds, with the 95 % t interval;
     the steps whose interval lies above 0 are named, largest mean loss first."""
-    chain = [("teacher_dev", "binary weights (S0 → S1a)"), ("S1a", "4-bit activations (S1a → S1b)"),
-             ("S1b", "ReLU swaps (S1b → S1)")]  # fmt: skip
+    chain = ("teacher_dev", "S1a", "S1b", "S1")
+    labels = ("binary weights (S0 → S1a)", "4-bit activations (S1a → S1b)",
+              "ReLU swaps (S1b → S1)")  # fmt: skip
 
     def dev(c: dict, name: str) -> float:
         return 100 * (
             c["teacher_dev"] if name == "teacher_dev" else c["stages"][name]["dev"]["main"]
         )
 
-    nxt = {"teacher_dev": "S1a", "S1a": "S1b", "S1b": "S1"}
     parts, lost = [], {}
-    for name, label in chain:
-        mean, lo, hi = _interval([dev(c, name) - dev(c, nxt[name]) for c in split])
+    for (a, b), label in zip(itertools.pairwise(chain), labels, strict=True):
+        mean, lo, hi = _interval([dev(c, a) - dev(c, b) for c in split])
         parts.append(f"{label} {mean:+.1f} [{lo:+.1f}, {hi:+.1f}]")
         lost[label] = (mean, lo)
     real = sorted((k for k in lost if lost[k][1] > 0), key=lambda k: -lost[k][0])
@@ -1312,11 +1315,16 @@ def _full_glue_pending() -> list[dict]:
     return out
 
 
+def _size_text(n: int | None) -> str:
+    """An (h) run's training-set size in words."""
+    return "all training examples" if n is None else f"a seeded training subset of {n:,}"
+
+
 def _render_full_glue_pending(p: dict) -> str:
     """One line for an (h) run stopped by ``--max-minutes``: where each stage stands and the
     command that continues it."""
     n = p["recipe"]["train_subset"]
-    size = "all training examples" if n is None else f"a seeded training subset of {n:,}"
+    size = _size_text(n)
     stages = []
     for stage, st in p["stages"].items():
         if st["status"] == "done":
@@ -1343,7 +1351,7 @@ def _render_full_glue_pending(p: dict) -> str:
 def _render_full_glue_teacher(task: str, n: int | None, cells: list[dict]) -> list[str]:
     """Teacher-only runs of (h) (``--teacher-only``): the fine-tuned teacher against the majority
     class, per seed."""
-    size = "all training examples" if n is None else f"a seeded training subset of {n:,}"
+    size = _size_text(n)
     where = cells[0]["device"].get("name", cells[0]["device"]["device"])
     out = [f"*{task}, teacher only* ({FULL_GLUE_METRIC[task]}; {size}; on {where}; "
            "`--teacher-only`)\n",
@@ -1369,7 +1377,7 @@ def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list
     done = [c for c in cells if not c.get("gate_stopped")]
     first = cells[0]
     where = first["device"].get("name", first["device"]["device"])
-    size = "all training examples" if n is None else f"a seeded training subset of {n:,}"
+    size = _size_text(n)
     out = [f"*{task}* ({FULL_GLUE_METRIC[task]}; {size}; on {where}; {len(done)} of "
            f"{len(FULL_GLUE_SEEDS)} seeds distilled; teacher weights: "
            f"{first['teacher_weights']})\n"]  # fmt: skip
