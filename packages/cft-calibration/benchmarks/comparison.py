@@ -1434,6 +1434,9 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
     lines += [control_line(cells, setting, n_id), ""]
     lines += means_table(cells, setting, stages)
     lines += diff_table(cells, setting, ("ts", "cft", "long_sft", "rcft"), margin)
+    ctl = control(cells, setting, n_id)
+    if ctl and ctl["passed"] and reading(cells, setting):  # no reading when the control failed
+        lines += ["", reading(cells, setting)]
     if diag:
         lines += ["", "Selections per seed: " + " · ".join(diag) + "."]
     return lines
