@@ -1347,6 +1347,23 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
                 f"{t['ood_test']['conf_ece']:.3f} | {full_selection(c, st)} | "
                 f"{c['seconds'] / 60:.1f} |"
             )
+    rcft = [s for s in range(5) if f"{setting}/{s}/rcft" in cells]
+    if rcft:
+        per_seed = []
+        for s in rcft:
+            h = cells[f"{setting}/{s}/rcft"]["history"]
+            per_seed.append(
+                f"seed {s}: R {h[0]['reg']:.3f} → {h[-1]['reg']:.3f}, validation conf-ECE "
+                f"{h[0]['val']['conf_ece']:.3f} → {h[-1]['val']['conf_ece']:.3f}, SFT loss "
+                f"{h[0]['sft']:.2f} → {h[-1]['sft']:.2f}"
+            )
+        lines += [
+            "",
+            "RCFT's regulariser against held-out calibration, epoch 1 → last (from the cells' "
+            "training history; R is the EM-ECE term on the training batches, its bin accuracies "
+            "estimated by the E-step on the calibration-train questions): "
+            + " · ".join(per_seed) + ".",
+        ]  # fmt: skip
     cost = r.get("full_cost", {}).get(setting)
     if cost:
         dpo = (
@@ -1434,6 +1451,9 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
     lines += [control_line(cells, setting, n_id), ""]
     lines += means_table(cells, setting, stages)
     lines += diff_table(cells, setting, ("ts", "cft", "long_sft", "rcft"), margin)
+    ctl = control(cells, setting, n_id)
+    if ctl and ctl["passed"] and reading(cells, setting):  # no reading when the control failed
+        lines += ["", reading(cells, setting)]
     if diag:
         lines += ["", "Selections per seed: " + " · ".join(diag) + "."]
     return lines
