@@ -147,6 +147,8 @@ NEWS: dict[str, Any] = {
 # base epoch, 10 of 10, and the last CFT epoch, 3 of 3); long SFT and RCFT run as many epochs as
 # CFT's grid, as in ``obqa_wide``. Everything else as ``causal_news``.
 NEWS_WIDE: dict[str, int] = {"base_epochs": 20, "cft_epochs": 6, "long_epochs": 6}
+# The CausalLMConfig epoch overrides of each causal setting (none: CausalLMConfig's defaults).
+CAUSAL_GRID: dict[str, dict[str, int]] = {"causal_news_wide": NEWS_WIDE}
 # Epoch grids extended after the 0.4.0 run put selections on the edge (base 4/4 in 4 of 5 ``obqa``
 # seeds, CFT 4/4 in 3): extra stages, the same as ``base`` / ``cft`` but for the epochs (same data
 # order seeds); ``cft_wide`` starts from the same aligned model as every other method of its seed.
@@ -563,9 +565,10 @@ def run_causal_cell(
     parts = C.split_items(pool, list(_FRACTIONS.values()), seed=seed)
     splits = dict(zip(_FRACTIONS, parts, strict=True))
     splits["test"] = fixed["id_test"]
-    wide = NEWS_WIDE if setting == "causal_news_wide" else {}
     threads = (NEWS if data_of == "causal_news" else CAUSAL)["threads"]
-    cfg = C.CausalLMConfig(threads=threads, seed=seed, device=device, **wide)
+    cfg = C.CausalLMConfig(
+        threads=threads, seed=seed, device=device, **CAUSAL_GRID.get(setting, {})
+    )
     t0 = time.perf_counter()
     res = C.run_causal_lm(cfg, splits=splits)
     cell: dict[str, Any] = {"selected": res.selected, "dpo": res.dpo, "stage_seconds": res.seconds}
@@ -1408,7 +1411,7 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
             "validation; the same in-domain and OOD tests as (a) (OOD words outside the decoder's "
             f"word vocabulary read as unknown). Seeds: {len(cs)}."
         )
-    else:
+    elif setting == "causal_news":
         n_id = NEWS["id_test"]
         head = (
             f"**(b2) Setting `causal_news`** — the pipeline of (b) on a task a decoder trained "
@@ -1422,8 +1425,8 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
             f"on; their words are mostly outside the decoder's vocabulary). {model}. Seeds: "
             f"{len(cs)}; command `python benchmarks/comparison.py --settings causal_news --resume`."
         )
-    if setting == "causal_news_wide":
-        w = NEWS_WIDE
+    else:
+        n_id, w = NEWS["id_test"], CAUSAL_GRID[setting]
         head = (
             "**(b3) Setting `causal_news_wide`** — (b2) on extended epoch grids, because (b2)'s "
             f"selections sat on the edge: base SFT {w['base_epochs']} epochs, CFT "
@@ -1433,7 +1436,7 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
         )
     default = C.CausalLMConfig()
     grid = {"base_epochs": default.base_epochs, "cft_epochs": default.cft_epochs,
-            **(NEWS_WIDE if setting == "causal_news_wide" else {})}  # fmt: skip
+            **CAUSAL_GRID.get(setting, {})}  # fmt: skip
     lines = [head, ""]
     diag = []
     for s in cs:
@@ -1452,8 +1455,9 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
     lines += means_table(cells, setting, stages)
     lines += diff_table(cells, setting, ("ts", "cft", "long_sft", "rcft"), margin)
     ctl = control(cells, setting, n_id)
-    if ctl and ctl["passed"] and reading(cells, setting):  # no reading when the control failed
-        lines += ["", reading(cells, setting)]
+    text = reading(cells, setting) if ctl and ctl["passed"] else ""  # none when the control failed
+    if text:
+        lines += ["", text]
     if diag:
         lines += ["", "Selections per seed: " + " · ".join(diag) + "."]
     return lines
@@ -1485,11 +1489,9 @@ def render(r: dict[str, Any]) -> str:
         "",
     ]
     lines += minilm_body(r, cells, "obqa")
-    cs = seeds_with(cells, ["base"], "causal")
-    lines += ["", *causal_section(r, cells, "causal")]
-    for news in ("causal_news", "causal_news_wide"):
-        if seeds_with(cells, ["base"], news):
-            lines += ["", *causal_section(r, cells, news)]
+    for setting in CAUSAL_SETTINGS:  # (b) always, (b2) and (b3) once they have a seed
+        if setting == "causal" or seeds_with(cells, ["base"], setting):
+            lines += ["", *causal_section(r, cells, setting)]
     mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
     if mmlu:
         lines += ["", *mmlu_section(r, cells)]
@@ -1500,11 +1502,7 @@ def render(r: dict[str, Any]) -> str:
         lines += ["", *full_section(r, cells)]
     left = {
         "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
-        "causal": sorted(set(range(5)) - set(cs)),
-        "causal_news": sorted(set(range(5)) - set(seeds_with(cells, ["base"], "causal_news"))),
-        "causal_news_wide": sorted(
-            set(range(5)) - set(seeds_with(cells, ["base"], "causal_news_wide"))
-        ),
+        **{c: sorted(set(range(5)) - set(seeds_with(cells, ["base"], c))) for c in CAUSAL_SETTINGS},
     }
     if mmlu and control(cells, "mmlu", r["n"]["mmlu"]["id_test"])["passed"]:
         left["mmlu"] = sorted(set(range(5)) - set(seeds_with(cells, list(STAGES), "mmlu")))
