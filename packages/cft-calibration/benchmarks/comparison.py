@@ -15,9 +15,11 @@ Setting ``mmlu`` (MMLU-internal): the same model and stages on MMLU alone. In do
 MMLU subjects by question count until they hold 6,000 questions (10 subjects, 6,118 questions),
 2,000 of them drawn as the in-domain test and the rest as the train pool; out of domain: 2,000
 questions drawn over the other 47 subjects. Setting ``causal``: ``run_causal_lm`` on OpenBookQA
-(see :func:`run_causal_cell`); setting ``causal_news``: the same on AG News topics asked as 4-option
-questions (``NEWS``; a task a decoder trained from scratch can learn). Setting ``obqa_wide``: ``obqa`` rebuilt from the base up with base
-SFT and CFT on the extended epoch grids (``GRID``). Setting ``obqa_full``: ``obqa_wide`` with every
+(see :func:`run_causal_cell`); setting ``causal_news``: the same on AG News topics asked as
+4-option questions (``NEWS``; a task a decoder trained from scratch can learn); setting
+``causal_news_wide``: ``causal_news`` on extended epoch grids (``NEWS_WIDE``). Setting
+``obqa_wide``: ``obqa`` rebuilt from the base up with base SFT and CFT on the extended epoch grids
+(``GRID``). Setting ``obqa_full``: ``obqa_wide`` with every
 weight trained: the same fixed splits, per-seed splits, seeds, stages, selection rules, learning
 rates and epoch grids, but the scorer is the whole ``BertForMultipleChoice`` (``MCScorer``, the
 library path of ``positive_control.py``), tokenised (question, option) pairs with ``only_first``
@@ -1571,7 +1573,9 @@ def main() -> None:
                         "subjects in domain, the other subjects out of domain), obqa_wide (obqa "
                         "with base SFT and CFT on the extended epoch grids, GRID), obqa_full "
                         "(obqa_wide training every weight), causal_news (the decoder of causal on "
-                        "AG News topics as questions, MMLU out of domain)")  # fmt: skip
+                        "AG News topics as questions, MMLU out of domain), causal_news_wide "
+                        f"(causal_news on extended epoch grids: base {NEWS_WIDE['base_epochs']}, CFT "
+                        f"{NEWS_WIDE['cft_epochs']}, long SFT / RCFT {NEWS_WIDE['long_epochs']})")  # fmt: skip
     p.add_argument("--stages", nargs="+", choices=(*STAGES, *GRID), default=None,
                    help="stages of the MiniLM settings to run (default: every stage of the "
                         "protocol); base_wide / cft_wide are base / CFT on the extended epoch grids "
