@@ -918,8 +918,13 @@ def means_table(
     if note:
         lines += [
             "",
-            "Means over the seeds; brackets: 95% t interval over seeds (from 2 seeds on). The "
-            "uniform row's accuracy is that of always answering the first option (argmax of a tie).",
+            "Means over the seeds; brackets: 95% t interval over seeds (from 2 seeds on)."
+            + (
+                " The uniform row's accuracy is that of always answering the first option (argmax "
+                "of a tie)."
+                if "uniform" in stages  # the sentence describes a row the table has
+                else ""
+            ),
         ]
     return [*lines, ""]
 
