@@ -377,6 +377,18 @@ def metrics(probs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> di
     return C.evaluate_probs(probs, labels, mask=mask, n_bins=PROTOCOL["n_bins"])
 
 
+def uniform_metrics(split: HiddenSplit | list[C.MCItem]) -> dict[str, float]:
+    """Test metrics of the trivial scorer that gives each of a question's k options 1/k (its
+    accuracy is that of always answering the first option, the argmax of a tie)."""
+    if isinstance(split, HiddenSplit):
+        mask, labels = split.mask, split.labels
+    else:
+        k = max(it.k for it in split)
+        mask = torch.tensor([[j < it.k for j in range(k)] for it in split])
+        labels = torch.tensor([it.answer for it in split])
+    return metrics(mask.double() / mask.sum(1, keepdim=True), labels, mask)
+
+
 def test_logits(
     scorer: Any, cache: dict[str, Any], batch_size: int = 256
 ) -> dict[str, tuple[torch.Tensor, ...]]:
@@ -473,16 +485,7 @@ def run_cell(
         return model
 
     if stage == "uniform":
-        cell["test"] = {}
-        for s in ("id_test", "ood_test"):
-            data = cache[s]
-            if isinstance(data, HiddenSplit):
-                mask, labels = data.mask, data.labels
-            else:
-                k = max(it.k for it in data)
-                mask = torch.tensor([[j < it.k for j in range(k)] for it in data])
-                labels = torch.tensor([it.answer for it in data])
-            cell["test"][s] = metrics(mask.double() / mask.sum(1, keepdim=True), labels, mask)
+        cell["test"] = {s: uniform_metrics(cache[s]) for s in ("id_test", "ood_test")}
     elif stage in ("base", "base_wide"):
         model = copy.deepcopy(scorer0)
         spec = {**PROTOCOL["base"], **GRID.get(wide_of(stage, setting), {})}
@@ -600,8 +603,9 @@ def load_results() -> dict[str, Any]:
 
 def save(r: dict[str, Any]) -> None:
     """Write ``r``, first taking in the cells that another sitting running at the same time (say,
-    one process per seed) has written since this one loaded the JSON: under a lock, the cells on
-    disk that ``r`` lacks are added, and the positive controls and full-model costs recomputed."""
+    one process per seed) has written since this one loaded the JSON: under a lock, the cells,
+    commands, cache times and uniform rows on disk that ``r`` lacks are added, and the positive
+    controls and full-model costs recomputed."""
     import fcntl
     import tempfile
 
@@ -609,11 +613,12 @@ def save(r: dict[str, Any]) -> None:
     with open(Path(tempfile.gettempdir()) / "cft-calibration-comparison.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         disk = load_results()
+        for key in ("commands", "cache_seconds", "uniform"):
+            if key in disk or key in r:
+                r[key] = {**disk.get(key, {}), **r.get(key, {})}
         theirs = {k: c for k, c in disk.get("cells", {}).items() if k not in r["cells"]}
         if theirs:
             r["cells"].update(theirs)
-            for key in ("commands", "cache_seconds"):
-                r[key] = {**disk.get(key, {}), **r.get(key, {})}
             for setting in r.get("control", {}):
                 if setting in r.get("n", {}):
                     r["control"][setting] = control(r["cells"], setting,
@@ -771,7 +776,8 @@ def run(args: argparse.Namespace) -> None:
     for key in ("cells", "n", "control", "cache_seconds", "commands"):
         r.setdefault(key, {})
     extra = "/" + "+".join(args.stages) if args.stages else ""  # e.g. obqa/cft_wide
-    r["commands"].update({setting + extra: r["command"] for setting in args.settings})
+    if not args.cache_only:  # the commands that measured cells
+        r["commands"].update({setting + extra: r["command"] for setting in args.settings})
     r["machine"] = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -782,10 +788,14 @@ def run(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
     caches, subjects = {}, {}
     for setting in args.settings:
-        if setting in CAUSAL_SETTINGS:
-            if setting != "causal":
-                fixed = fixed_splits(args.data, DATA_OF.get(setting, setting))
+        if setting in CAUSAL_SETTINGS:  # no cache; the uniform row is scored here, once
+            fixed = fixed_splits(args.data, DATA_OF.get(setting, setting))
+            if setting != "causal":  # causal's sizes are obqa's
                 r["n"][setting] = {k: len(v) for k, v in fixed.items()}
+            r.setdefault("uniform", {})[setting] = {
+                s: uniform_metrics(fixed[s]) for s in ("id_test", "ood_test")
+            }
+            save(r)
             continue
         t0 = time.perf_counter()
         if setting in FULL_SETTINGS:
@@ -883,8 +893,11 @@ def seeds_with(cells: dict[str, Any], stages: list[str], setting: str = "obqa") 
     return [s for s in seeds if all(f"{setting}/{s}/{st}" in cells for st in stages)]
 
 
-def flat_cells(cells: dict[str, Any]) -> dict[str, Any]:
-    """Cells keyed setting/seed/method (a causal cell holds every method of its seed)."""
+def flat_cells(
+    cells: dict[str, Any], uniform: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Cells keyed setting/seed/method (a causal cell holds every method of its seed; ``uniform``,
+    the causal settings' uniform-row metrics, adds a uniform cell to each of its seeds)."""
     out = {}
     for key, cell in cells.items():
         setting, seed, _stage = key.split("/")
@@ -892,6 +905,8 @@ def flat_cells(cells: dict[str, Any]) -> dict[str, Any]:
             for name, t in cell["test"].items():
                 sec = cell["stage_seconds"].get({"aligned": "dpo"}.get(name, name), 0.0)
                 out[f"{setting}/{seed}/{name}"] = {"test": t, "seconds": sec}
+            if setting in (uniform or {}):
+                out[f"{setting}/{seed}/uniform"] = {"test": uniform[setting], "seconds": 0.0}
         else:
             out[key] = cell
     return out
@@ -1039,9 +1054,10 @@ def verdict(cells: dict[str, Any], setting: str, m: str, ref: str, split: str) -
 
 
 def reading(cells: dict[str, Any], setting: str, methods: tuple[str, ...] = ("cft", "rcft")) -> str:
-    """One sentence per reference, built from the verdicts (ECE, paired, >= 5 seeds)."""
+    """One sentence per reference, built from the verdicts (ECE, paired, >= 5 seeds); the trivial
+    uniform scorer is a reference where the setting has its row."""
     out = []
-    for ref in ("long_sft", "ts"):
+    for ref in ("long_sft", "ts", "uniform"):
         parts = []
         for m in methods:
             words = [verdict(cells, setting, m, ref, sp) for sp in ("id_test", "ood_test")]
@@ -1052,6 +1068,13 @@ def reading(cells: dict[str, Any], setting: str, methods: tuple[str, ...] = ("cf
                 )
         if parts:
             out.append("; ".join(parts))
+            if ref == "uniform":
+                t = cells[f"{setting}/{seeds_with(cells, [ref], setting)[0]}/{ref}"]["test"]
+                out[-1] += (
+                    f" (the uniform scorer's conf-ECE, {t['id_test']['conf_ece']:.3f} in domain "
+                    f"and {t['ood_test']['conf_ece']:.3f} out, only says that its confidence 1/k "
+                    "matches its accuracy: read it with the accuracy columns)"
+                )
     if not out:
         return ""
     return "**Reading (conf-ECE, paired, from the table):** " + ". ".join(out) + "."
@@ -1456,7 +1479,9 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
             + f"; T = {t:.2f}{edge}; CFT epoch {sel['cft_epoch']}/{grid['cft_epochs']}"
             + (" (edge)" if sel["cft_epoch"] in (0, grid["cft_epochs"]) else "")
         )
-    stages = ("base", "aligned", "ts", "cft", "long_sft", "rcft")
+    stages = ("uniform", "base", "aligned", "ts", "cft", "long_sft", "rcft")
+    if setting not in r.get("uniform", {}):  # JSON written before the causal uniform row
+        stages = stages[1:]
     margin = r["protocol"]["ni_margin"]
     lines += [control_line(cells, setting, n_id), ""]
     lines += means_table(cells, setting, stages)
@@ -1472,7 +1497,7 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
 
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
-    cells = flat_cells(raw)
+    cells = flat_cells(raw, r.get("uniform"))
     p = r["protocol"]
     done = seeds_with(cells, ["base"])
     lines = [
@@ -1589,7 +1614,9 @@ def main() -> None:
                    help="run only the uniform and base cells (the positive control) of the "
                         "MiniLM settings")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="keep finished cells of the JSON")
-    p.add_argument("--cache-only", action="store_true", help="only build the cached states")
+    p.add_argument("--cache-only", action="store_true",
+                   help="only build the cached states (and score the causal settings' uniform "
+                        "row); records no command")  # fmt: skip
     p.add_argument("--stop-at", type=float, default=None,
                    help="unix time: start no cell after it, nor a cell of a full-model setting "
                         "whose projected cost (full_cost) would end after it")  # fmt: skip

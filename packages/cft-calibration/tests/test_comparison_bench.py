@@ -7,6 +7,8 @@ from pathlib import Path
 
 import cft_calibration as C
 import pytest
+import torch
+from cft_calibration.cached import HiddenSplit
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -384,3 +386,56 @@ def test_causal_news_wide_block_flags_selections_on_its_own_grid(comparison):
     assert f"CFT epoch 4/{wide['cft_epochs']}." in text  # inside the wider grid: no flag
     narrow = "\n".join(comparison.causal_section(r, cells, "causal_news"))
     assert "base epoch 10/10 (edge); T = 2.00; CFT epoch 3/3 (edge)" in narrow
+
+
+def test_uniform_metrics_score_ties_as_the_first_option_on_items_and_cached_states(comparison):
+    items = [C.MCItem(f"q{i}", "q", ["a", "b", "c", "d"], 0) for i in range(3)]
+    items.append(C.MCItem("q3", "q", ["a", "b"], 1))  # k = 2: the tie's argmax is wrong
+    got = comparison.uniform_metrics(items)
+    assert got["accuracy"] == pytest.approx(0.75)
+    mask = torch.tensor([[True] * 4] * 3 + [[True, True, False, False]])
+    hidden = HiddenSplit(
+        torch.zeros(4, 4, 1, 1), torch.ones(4, 4, 1), mask, torch.tensor([0, 0, 0, 1])
+    )
+    assert comparison.uniform_metrics(hidden) == pytest.approx(got)
+
+
+def _causal_raw(setting, seeds):
+    test = {name: {s: {"accuracy": 0.6, "conf_ece": 0.05} for s in ("id_test", "ood_test")}
+            for name in ("base", "aligned", "ts", "cft", "long_sft", "rcft")}  # fmt: skip
+    return {
+        f"{setting}/{s}/all": {
+            "test": test,
+            "stage_seconds": {},
+            "selected": {"base_epoch": 4, "temperature": 2.0, "cft_epoch": 2},
+        }
+        for s in seeds
+    }
+
+
+def test_causal_block_has_the_uniform_row_when_the_json_has_it(comparison):
+    raw = _causal_raw("causal_news", range(5))
+    uniform = {
+        "causal_news": {s: {"accuracy": 0.25, "conf_ece": 0.01} for s in ("id_test", "ood_test")}
+    }
+    r = {"protocol": comparison.PROTOCOL, "cells": raw, "n": {}, "uniform": uniform}
+    text = "\n".join(
+        comparison.causal_section(r, comparison.flat_cells(raw, uniform), "causal_news")
+    )
+    assert "| uniform (trivial) | 5 | 0.250 [0.250, 0.250] | 0.010 [0.010, 0.010] |" in text
+    assert "The uniform row's accuracy" in text
+    assert "CFT is behind uniform (trivial) in domain and behind it out of domain" in text
+    assert "conf-ECE, 0.010 in domain and 0.010 out" in text
+    old = {k: v for k, v in r.items() if k != "uniform"}  # a JSON from before the uniform row
+    text = "\n".join(comparison.causal_section(old, comparison.flat_cells(raw), "causal_news"))
+    assert "uniform" not in text
+
+
+def test_save_keeps_the_uniform_rows_another_sitting_wrote(comparison, monkeypatch, tmp_path):
+    monkeypatch.setattr(comparison, "RESULT", tmp_path / "comparison.json")
+    row = {s: {"accuracy": 0.25, "conf_ece": 0.01} for s in ("id_test", "ood_test")}
+    first = {"cells": {}, "n": {}, "control": {}, "commands": {}, "uniform": {"causal": row}}
+    comparison.save(first)
+    second = {"cells": {"mmlu/1/base": _base_cell(0.27)}, "n": {}, "control": {}, "commands": {}}
+    comparison.save(second)
+    assert comparison.load_results()["uniform"] == {"causal": row}
