@@ -39,6 +39,10 @@ Positive control first: a MiniLM setting's calibration stages run only while its
 runs just the base cells (the base cell of ``mmlu`` also stores a diagnosis: training accuracy,
 the majority-letter baseline, in-domain accuracy per subject).
 
+Every block starts with the trivial uniform scorer (1/k on each of a question's k options): a cell
+per seed in the MiniLM settings, scored once per causal setting on its fixed tests (JSON key
+``uniform``).
+
 Per seed: base SFT (epoch selected by validation accuracy) -> real DPO against the frozen base
 (``dpo_align``; gold over every wrong option) = the *aligned* model -> from the aligned model:
 temperature scaling (fit on validation), CFT (SFT, epoch by the paper's rule: lowest validation ECE
