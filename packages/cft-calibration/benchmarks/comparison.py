@@ -17,7 +17,9 @@ MMLU subjects by question count until they hold 6,000 questions (10 subjects, 6,
 questions drawn over the other 47 subjects. Setting ``causal``: ``run_causal_lm`` on OpenBookQA
 (see :func:`run_causal_cell`); setting ``causal_news``: the same on AG News topics asked as
 4-option questions (``NEWS``; a task a decoder trained from scratch can learn); setting
-``causal_news_wide``: ``causal_news`` on extended epoch grids (``NEWS_WIDE``). Setting
+``causal_news_wide``: ``causal_news`` on extended epoch grids (``NEWS_WIDE``); setting
+``causal_news_wider``: ``causal_news_wide`` with longer CFT / long SFT / RCFT grids (``NEWS_WIDER``,
+the same base and aligned models). Setting
 ``obqa_wide``: ``obqa`` rebuilt from the base up with base SFT and CFT on the extended epoch grids
 (``GRID``). Setting ``obqa_full``: ``obqa_wide`` with every
 weight trained: the same fixed splits, per-seed splits, seeds, stages, selection rules, learning
@@ -85,12 +87,26 @@ HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULT = HERE / "results" / "comparison.json"
 DEFAULT_DATA = Path(os.environ.get("ICML25_DATA", PKG.parents[1].parent / "shared" / "data"))
-SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide", "obqa_full", "causal_news", "causal_news_wide")
+SETTINGS = (
+    "obqa",
+    "causal",
+    "mmlu",
+    "obqa_wide",
+    "obqa_full",
+    "causal_news",
+    "causal_news_wide",
+    "causal_news_wider",
+)
 # The settings of ``run_causal_lm`` (one cell per seed holds every method).
-CAUSAL_SETTINGS = ("causal", "causal_news", "causal_news_wide")
+CAUSAL_SETTINGS = ("causal", "causal_news", "causal_news_wide", "causal_news_wider")
 # ``obqa_wide``: the obqa comparison rebuilt on the extended grids (GRID) from the base up; the
 # same cached data and per-seed splits as ``obqa``, its own weights.
-DATA_OF = {"obqa_wide": "obqa", "obqa_full": "obqa", "causal_news_wide": "causal_news"}
+DATA_OF = {
+    "obqa_wide": "obqa",
+    "obqa_full": "obqa",
+    "causal_news_wide": "causal_news",
+    "causal_news_wider": "causal_news",
+}
 # ``obqa_full``: every weight of BertForMultipleChoice trained in every stage (no cached states).
 FULL_SETTINGS = ("obqa_full",)
 FULL: dict[str, Any] = {
@@ -153,8 +169,15 @@ NEWS: dict[str, Any] = {
 # base epoch, 10 of 10, and the last CFT epoch, 3 of 3); long SFT and RCFT run as many epochs as
 # CFT's grid, as in ``obqa_wide``. Everything else as ``causal_news``.
 NEWS_WIDE: dict[str, int] = {"base_epochs": 20, "cft_epochs": 6, "long_epochs": 6}
+# ``causal_news_wider``: ``causal_news_wide`` with CFT, long SFT and RCFT on 10 epochs (its CFT
+# selected the last epoch, 6 of 6, in 2 of 5 seeds). The base grid and every seed are
+# ``causal_news_wide``'s, so its base and aligned models are the same (the block checks it).
+NEWS_WIDER: dict[str, int] = {"base_epochs": 20, "cft_epochs": 10, "long_epochs": 10}
 # The CausalLMConfig epoch overrides of each causal setting (none: CausalLMConfig's defaults).
-CAUSAL_GRID: dict[str, dict[str, int]] = {"causal_news_wide": NEWS_WIDE}
+CAUSAL_GRID: dict[str, dict[str, int]] = {
+    "causal_news_wide": NEWS_WIDE,
+    "causal_news_wider": NEWS_WIDER,
+}
 # Epoch grids extended after the 0.4.0 run put selections on the edge (base 4/4 in 4 of 5 ``obqa``
 # seeds, CFT 4/4 in 3): extra stages, the same as ``base`` / ``cft`` but for the epochs (same data
 # order seeds); ``cft_wide`` starts from the same aligned model as every other method of its seed.
@@ -768,6 +791,7 @@ def run(args: argparse.Namespace) -> None:
         ("causal_protocol", CAUSAL),
         ("news_protocol", NEWS),
         ("news_wide_protocol", NEWS_WIDE),
+        ("news_wider_protocol", NEWS_WIDER),
         ("mmlu_protocol", MMLU),
         ("grid_protocol", GRID),
         ("full_protocol", FULL),
@@ -1425,10 +1449,29 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
     return lines
 
 
+def same_models(cells: dict[str, Any], ref: str, setting: str) -> str:
+    """Whether ``setting``'s base and aligned models are ``ref``'s (same grid and seeds): their
+    test metrics, compared seed by seed."""
+    both = [s for s in seeds_with(cells, ["base"], setting) if f"{ref}/{s}/base" in cells]
+
+    def equal(s: int) -> bool:
+        return all(
+            cells[f"{setting}/{s}/{m}"]["test"] == cells[f"{ref}/{s}/{m}"]["test"]
+            for m in ("base", "aligned")
+        )
+
+    same = [s for s in both if equal(s)]
+    return (
+        f"Its base and aligned models' test metrics equal `{ref}`'s in {len(same)} of "
+        f"{len(both)} seeds measured in both."
+    )
+
+
 def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[str]:
-    """Block (b) (setting ``causal``), (b2) (``causal_news``) or (b3) (``causal_news_wide``): the
-    protocol, the positive control, the means and paired differences of ``run_causal_lm``'s
-    methods, the selections per seed (a selection on the last epoch of its grid is flagged)."""
+    """Block (b) (setting ``causal``), (b2) (``causal_news``), (b3) (``causal_news_wide``) or (b4)
+    (``causal_news_wider``): the protocol, the positive control, the means and paired differences
+    of ``run_causal_lm``'s methods, the selections per seed (a selection on the last epoch of its
+    grid is flagged)."""
     raw = r.get("cells", {})
     cs = seeds_with(cells, ["base"], setting)
     cp = r.get("causal_protocol", CAUSAL)
@@ -1461,13 +1504,20 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
         )
     else:
         n_id, w = NEWS["id_test"], CAUSAL_GRID[setting]
+        label, why = {
+            "causal_news_wide": ("(b3)", "(b2) on extended epoch grids, because (b2)'s selections "
+                                 "sat on the edge"),
+            "causal_news_wider": ("(b4)", "(b3) with longer CFT / long SFT / RCFT grids, because "
+                                  "(b3)'s CFT selected its last epoch in 2 of 5 seeds"),
+        }[setting]  # fmt: skip
         head = (
-            "**(b3) Setting `causal_news_wide`** — (b2) on extended epoch grids, because (b2)'s "
-            f"selections sat on the edge: base SFT {w['base_epochs']} epochs, CFT "
+            f"**{label} Setting `{setting}`** — {why}: base SFT {w['base_epochs']} epochs, CFT "
             f"{w['cft_epochs']}, long SFT and RCFT {w['long_epochs']}; the same data, splits, "
             f"seeds and test questions. Seeds: {len(cs)}; command `python benchmarks/comparison.py "
-            "--settings causal_news_wide --resume`."
+            f"--settings {setting} --resume`."
         )
+        if setting == "causal_news_wider":
+            head += " " + same_models(cells, "causal_news_wide", setting)
     default = C.CausalLMConfig()
     grid = {"base_epochs": default.base_epochs, "cft_epochs": default.cft_epochs,
             **CAUSAL_GRID.get(setting, {})}  # fmt: skip
@@ -1525,7 +1575,7 @@ def render(r: dict[str, Any]) -> str:
         "",
     ]
     lines += minilm_body(r, cells, "obqa")
-    for setting in CAUSAL_SETTINGS:  # (b) always, (b2) and (b3) once they have a seed
+    for setting in CAUSAL_SETTINGS:  # (b) always, (b2)-(b4) once they have a seed
         if setting == "causal" or seeds_with(cells, ["base"], setting):
             lines += ["", *causal_section(r, cells, setting)]
     mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
@@ -1609,7 +1659,9 @@ def main() -> None:
                         "(obqa_wide training every weight), causal_news (the decoder of causal on "
                         "AG News topics as questions, MMLU out of domain), causal_news_wide "
                         f"(causal_news on extended epoch grids: base {NEWS_WIDE['base_epochs']}, CFT "
-                        f"{NEWS_WIDE['cft_epochs']}, long SFT / RCFT {NEWS_WIDE['long_epochs']})")  # fmt: skip
+                        f"{NEWS_WIDE['cft_epochs']}, long SFT / RCFT {NEWS_WIDE['long_epochs']}), "
+                        "causal_news_wider (causal_news_wide with CFT / long SFT / RCFT on "
+                        f"{NEWS_WIDER['cft_epochs']} epochs)")  # fmt: skip
     p.add_argument("--stages", nargs="+", choices=(*STAGES, *GRID), default=None,
                    help="stages of the MiniLM settings to run (default: every stage of the "
                         "protocol); base_wide / cft_wide are base / CFT on the extended epoch grids "

@@ -439,3 +439,22 @@ def test_save_keeps_the_uniform_rows_another_sitting_wrote(comparison, monkeypat
     second = {"cells": {"mmlu/1/base": _base_cell(0.27)}, "n": {}, "control": {}, "commands": {}}
     comparison.save(second)
     assert comparison.load_results()["uniform"] == {"causal": row}
+
+
+def test_causal_news_wider_block_checks_it_reuses_the_wide_base_models(comparison):
+    raw = {
+        **_causal_raw("causal_news_wide", range(3)),
+        **_causal_raw("causal_news_wider", range(2)),
+    }
+    raw["causal_news_wider/1/all"] = {
+        **raw["causal_news_wider/1/all"],
+        "test": {**raw["causal_news_wider/1/all"]["test"], "base": {
+            s: {"accuracy": 0.7, "conf_ece": 0.05} for s in ("id_test", "ood_test")}},
+    }  # fmt: skip
+    r = {"protocol": comparison.PROTOCOL, "cells": raw, "n": {}}
+    text = "\n".join(comparison.causal_section(r, comparison.flat_cells(raw), "causal_news_wider"))
+    wider = comparison.NEWS_WIDER
+    assert text.startswith("**(b4) Setting `causal_news_wider`**")
+    assert f"CFT {wider['cft_epochs']}, long SFT and RCFT {wider['long_epochs']}" in text
+    assert "equal `causal_news_wide`'s in 1 of 2 seeds measured in both" in text
+    assert f"CFT epoch 2/{wider['cft_epochs']}." in text
