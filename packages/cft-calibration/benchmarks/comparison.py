@@ -41,6 +41,9 @@ Positive control first: a MiniLM setting's calibration stages run only while its
 runs just the base cells (the base cell of ``mmlu`` also stores a diagnosis: training accuracy,
 the majority-letter baseline, in-domain accuracy per subject).
 
+Extra stage ``rcft_heldout`` (``EXTRA``, run only when named in ``--stages``): RCFT with its E-step
+on the validation questions, to test block (e)'s diagnosis of RCFT; rendered beside RCFT.
+
 Every block starts with the trivial uniform scorer (1/k on each of a question's k options): a cell
 per seed in the MiniLM settings, scored once per causal setting on its fixed tests (JSON key
 ``uniform``).
@@ -57,6 +60,7 @@ Usage (from packages/cft-calibration; single-threaded):
     python benchmarks/comparison.py --seeds 0 1 2 3 4 --resume
     python benchmarks/comparison.py --settings mmlu --seeds 0 --control-only --resume
     python benchmarks/comparison.py --settings obqa_full --seeds 0 1 2 3 4 --resume --device cuda
+    python benchmarks/comparison.py --settings obqa_full --seeds 0 --stages rcft_heldout --resume
     python benchmarks/comparison.py --render-only
 """
 
@@ -133,6 +137,7 @@ NAMES = {
     "rcft": "RCFT (EM-ECE)",
     "base_wide": "base, 8-epoch grid",
     "cft_wide": "CFT, 8-epoch grid",
+    "rcft_heldout": "RCFT, E-step on validation",
 }
 # Settings fixed before any run (no tuning on test). Sizes are the CPU budget.
 PROTOCOL: dict[str, Any] = {
@@ -182,6 +187,11 @@ CAUSAL_GRID: dict[str, dict[str, int]] = {
 # seeds, CFT 4/4 in 3): extra stages, the same as ``base`` / ``cft`` but for the epochs (same data
 # order seeds); ``cft_wide`` starts from the same aligned model as every other method of its seed.
 GRID: dict[str, dict[str, Any]] = {"base_wide": {"epochs": 8}, "cft_wide": {"epochs": 8}}
+# Extra stages, run only when named in --stages. ``rcft_heldout`` tests block (e)'s diagnosis of
+# RCFT (its E-step reads bin accuracies off calibration-train questions the model has memorised):
+# RCFT with the same seed, data order and lambda, but the E-step scores the validation questions
+# (``train(e_step_data=...)``; a deviation from the paper, whose E-step reads the training set).
+EXTRA = ("rcft_heldout",)
 # Setting ``mmlu``: PROTOCOL's stages on MMLU alone, fixed before any run. In-domain subjects: the
 # largest MMLU subjects by test-question count (ties by name) until they hold ``id_questions``;
 # ``id_test`` of them drawn as the in-domain test, the rest is the train pool (per seed: PROTOCOL's
@@ -554,7 +564,8 @@ def run_cell(
             logits = torch.load(stored) if stored.is_file() else None
             cell["test"] = evaluate(model, cache, ts.transform, logits)
         else:
-            offset = {"cft": 10, "cft_wide": 10, "ls": 11, "long_sft": 12, "rcft": 13}[stage]
+            offset = {"cft": 10, "cft_wide": 10, "ls": 11, "long_sft": 12, "rcft": 13,
+                      "rcft_heldout": 13}[stage]  # fmt: skip
             s = seed * 100 + offset
             if stage in ("cft", "cft_wide"):
                 cfg = tcfg({**PROTOCOL["cft"], **GRID.get(wide_of(stage, setting), {})}, s, ebs)
@@ -568,7 +579,8 @@ def run_cell(
             else:
                 cfg = tcfg(PROTOCOL["long"], s, ebs, e_step_every=1)
                 reg = C.EMECERegularizer(PROTOCOL["n_bins"], PROTOCOL["lam"])
-            fit = C.train(model, sp["cal"], cfg, reg, sp["val"], clocked(clocks))
+            held = sp["val"] if stage == "rcft_heldout" else None
+            fit = C.train(model, sp["cal"], cfg, reg, sp["val"], clocked(clocks), e_step_data=held)
             cell.update(selected_epoch=fit.selected_epoch, epochs=cfg.epochs, history=fit.history)
             cell["timing"] = clocks[0].summary(math.ceil(len(sp["cal"]) / cfg.batch_size))
             t1 = time.perf_counter()
@@ -728,6 +740,7 @@ def full_cost(r: dict[str, Any], setting: str) -> dict[str, Any]:
     }
     stage_s["ls"] = stage_s["cft"]
     stage_s["rcft"] = stage_s["long_sft"] + e_long * val_pass * cal_n / val_n
+    stage_s["rcft_heldout"] = stage_s["long_sft"] + e_long * val_pass
     missing = [(s, st) for s in range(5) for st in FULL_ORDER if f"{setting}/{s}/{st}" not in cells]
     sitting, later = FULL_SITTING_MIN * 60.0, ("ts", "cft", "ls", "long_sft", "rcft")
     sittings, left, rebuilds = 0, 0.0, 0
@@ -777,7 +790,7 @@ def projected(r: dict[str, Any], work: Path, setting: str, seed: int, stage: str
     base = (have / f"seed{seed}_base.pt").is_file()
     aligned = (have / f"seed{seed}_aligned.pt").is_file()
     cost = float(st[stage])
-    if stage in METHODS and not aligned:
+    if stage in (*METHODS, *EXTRA) and not aligned:
         cost += st["aligned"] + (0.0 if base else st["base"])
     elif stage == "aligned" and not base:
         cost += st["base"]
@@ -878,7 +891,7 @@ def run(args: argparse.Namespace) -> None:
             scorer0, cache = caches[setting]
             again = {}
             have = setting_dir(args.work, setting)
-            if stage in (*METHODS, "cft_wide"):
+            if stage in (*METHODS, "cft_wide", *EXTRA):
                 if not (have / f"seed{seed}_aligned.pt").is_file():
                     again = reproduce(r["cells"], setting, seed, scorer0, cache, args.work)
             elif stage == "aligned" and not (have / f"seed{seed}_base.pt").is_file():
@@ -978,20 +991,25 @@ def diff_table(
     methods: tuple[str, ...],
     margin: float,
     pairs: list[tuple[str, str]] | None = None,
+    explain: bool = True,
 ) -> list[str]:
     """Paired differences of ``pairs`` (default: every method against the aligned model, CFT and
-    RCFT against long SFT and TS)."""
+    RCFT against long SFT and TS); ``explain`` puts the paragraph on how to read them first."""
     if pairs is None:
         pairs = [(m, "aligned") for m in methods] + [
             (m, ref) for ref in ("long_sft", "ts") for m in ("cft", "rcft")
         ]
-    lines = [
-        "Paired differences (method minus reference, same seeds and test questions). ECE: "
-        "negative is better, *ahead* when the interval lies below 0, *behind* above 0, *tie* when "
-        f"it contains 0. Accuracy: non-inferiority with margin {margin}: *non-inferior* when the "
-        f"interval's lower end is above -{margin}, *inferior* when its upper end is below "
-        f"-{margin}, else *inconclusive*. Verdicts only from 5 seeds on.",
-        "",
+    lines = []
+    if explain:
+        lines += [
+            "Paired differences (method minus reference, same seeds and test questions). ECE: "
+            "negative is better, *ahead* when the interval lies below 0, *behind* above 0, *tie* "
+            f"when it contains 0. Accuracy: non-inferiority with margin {margin}: *non-inferior* "
+            f"when the interval's lower end is above -{margin}, *inferior* when its upper end is "
+            f"below -{margin}, else *inconclusive*. Verdicts only from 5 seeds on.",
+            "",
+        ]
+    lines += [
         "| method − reference | seeds | Δ ID conf-ECE | Δ OOD conf-ECE | Δ ID acc | Δ OOD acc |",
         "|---|---|---|---|---|---|",
     ]
@@ -1357,13 +1375,34 @@ def full_selection(c: dict[str, Any], stage: str) -> str:
     return ""
 
 
+def heldout_lines(cells: dict[str, Any], setting: str, margin: float) -> list[str]:
+    """The extra stage ``rcft_heldout`` against RCFT, long SFT and TS, paired (nothing before its
+    first cell)."""
+    ss = seeds_with(cells, ["rcft_heldout"], setting)
+    if not ss:
+        return []
+    pairs = [("rcft_heldout", ref) for ref in ("rcft", "long_sft", "ts")]
+    return [
+        "",
+        "**Testing the diagnosis: RCFT with its E-step on the validation questions** (stage "
+        "`rcft_heldout`, a deviation: the paper's E-step reads the training set; the same seed, "
+        f"data order and lambda as RCFT; seeds {', '.join(map(str, ss))}). If RCFT fails because "
+        "its E-step reads bin accuracies off memorised calibration-train questions, this stage's "
+        "conf-ECE falls below RCFT's.",
+        "",
+        *diff_table(cells, setting, (), margin, pairs, explain=False),
+    ]
+
+
 def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_full") -> list[str]:
-    """A full-model setting: protocol, progress, control line, per-seed numbers (no means, no
-    differences, no verdicts before 5 seeds hold every stage) and the measured and projected cost."""
+    """A full-model setting: protocol, progress, control line, per-seed numbers, and, once 5 seeds
+    hold every stage, the means, paired differences and reading of the other settings (none before);
+    the extra stage ``rcft_heldout`` when measured; the measured and projected cost."""
     g, p, fp = r["grid_protocol"], r["protocol"], r["full_protocol"]
     n = r["n"][setting]["id_test"]
     total = 5 * len(FULL_ORDER)
-    done = [k for k in cells if k.startswith(setting + "/")]
+    done = [f"{setting}/{s}/{st}" for s in range(5) for st in FULL_ORDER]
+    done = [k for k in done if k in cells]
     complete = seeds_with(cells, list(FULL_ORDER), setting)
     cmds = [c for k, c in r["commands"].items() if k.split("/")[0] == setting]
     lines = [
@@ -1380,11 +1419,15 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
         "logits. " + ("Commands " if len(cmds) > 1 else "Command ")
         + ", then ".join(f"`{c}`" for c in cmds) + ".",
         "",
-        f"**Not complete: no comparison yet.** {len(done)} of {total} cells measured "
-        f"({len(complete)} of 5 seeds with every stage). Means, intervals and verdicts come only "
-        "when every stage holds 5 seeds; below are the per-seed numbers of the cells measured.",
-        "",
     ]  # fmt: skip
+    if len(complete) < 5:
+        lines += [
+            f"**Not complete: no comparison yet.** {len(done)} of {total} cells measured "
+            f"({len(complete)} of 5 seeds with every stage). Means, intervals and verdicts come "
+            "only when every stage holds 5 seeds; below are the per-seed numbers of the cells "
+            "measured.",
+            "",
+        ]
     ctl = control(cells, setting, n)
     if ctl:
         lines += [
@@ -1392,12 +1435,18 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
             + f" Seeds with a base model so far: {', '.join(map(str, ctl['seeds']))}.",
             "",
         ]
+    if len(complete) == 5:
+        lines += means_table(cells, setting, FULL_ORDER)
+        lines += diff_table(cells, setting, METHODS, p["ni_margin"])
+        if reading(cells, setting):
+            lines += ["", reading(cells, setting)]
+        lines += ["", "Per seed:", ""]
     lines += [
         "| seed | stage | ID acc | ID conf-ECE | OOD acc | OOD conf-ECE | selected | min |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for s in range(5):
-        for st in FULL_ORDER:
+        for st in (*FULL_ORDER, *EXTRA):
             c = cells.get(f"{setting}/{s}/{st}")
             if not c:
                 continue
@@ -1408,25 +1457,26 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
                 f"{t['ood_test']['conf_ece']:.3f} | {full_selection(c, st)} | "
                 f"{c['seconds'] / 60:.1f} |"
             )
-    rcft = [s for s in range(5) if f"{setting}/{s}/rcft" in cells]
-    if rcft:
+    for st, where in (("rcft", "calibration-train"), ("rcft_heldout", "validation")):
         per_seed = []
-        for s in rcft:
-            h = cells[f"{setting}/{s}/rcft"]["history"]
+        for s in seeds_with(cells, [st], setting):
+            h = cells[f"{setting}/{s}/{st}"]["history"]
             per_seed.append(
                 f"seed {s}: R {h[0]['reg']:.3f} → {h[-1]['reg']:.3f}, validation conf-ECE "
                 f"{h[0]['val']['conf_ece']:.3f} → {h[-1]['val']['conf_ece']:.3f}, SFT loss "
                 f"{h[0]['sft']:.2f} → {h[-1]['sft']:.2f}"
             )
-        lines += [
-            "",
-            "RCFT's regulariser against held-out calibration, epoch 1 → last (from the cells' "
-            "training history; R is the EM-ECE term on the training batches, its bin accuracies "
-            "estimated by the E-step on the calibration-train questions): "
-            + " · ".join(per_seed) + ".",
-        ]  # fmt: skip
+        if per_seed:
+            lines += [
+                "",
+                f"{NAMES[st]}: the regulariser against held-out calibration, epoch 1 → last "
+                "(from the cells' training history; R is the EM-ECE term on the training "
+                f"batches, its bin accuracies estimated by the E-step on the {where} "
+                "questions): " + " · ".join(per_seed) + ".",
+            ]
+    lines += heldout_lines(cells, setting, p["ni_margin"])
     cost = r.get("full_cost", {}).get(setting)
-    if cost:
+    if cost and cost["cells_done"] < cost["cells_total"]:
         dpo = (
             "measured" if cost["dpo_step_measured"] else "estimated: 4/3 of 32 questions' training"
         )
@@ -1662,10 +1712,11 @@ def main() -> None:
                         f"{NEWS_WIDE['cft_epochs']}, long SFT / RCFT {NEWS_WIDE['long_epochs']}), "
                         "causal_news_wider (causal_news_wide with CFT / long SFT / RCFT on "
                         f"{NEWS_WIDER['cft_epochs']} epochs)")  # fmt: skip
-    p.add_argument("--stages", nargs="+", choices=(*STAGES, *GRID), default=None,
+    p.add_argument("--stages", nargs="+", choices=(*STAGES, *GRID, *EXTRA), default=None,
                    help="stages of the MiniLM settings to run (default: every stage of the "
                         "protocol); base_wide / cft_wide are base / CFT on the extended epoch grids "
-                        "(GRID), run only when named")  # fmt: skip
+                        "(GRID), rcft_heldout is RCFT with its E-step on the validation questions "
+                        "(EXTRA, a diagnostic deviation); these run only when named")  # fmt: skip
     p.add_argument("--control-only", action="store_true",
                    help="run only the uniform and base cells (the positive control) of the "
                         "MiniLM settings")  # fmt: skip

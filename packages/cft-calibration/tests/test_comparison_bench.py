@@ -279,11 +279,14 @@ def test_full_stages_run_on_the_scorers_device(comparison, monkeypatch, tmp_path
     monkeypatch.setitem(comparison.GRID["base_wide"], "epochs", 2)
     monkeypatch.setitem(comparison.GRID["cft_wide"], "epochs", 1)
     cells = {}
-    for st in comparison.FULL_ORDER:
+    for st in (*comparison.FULL_ORDER, *comparison.EXTRA):
         cells[f"obqa_full/0/{st}"] = comparison.run_cell(
             st, 0, scorer0, cache, tmp_path, "obqa_full"
         )
     assert {c["device"] for c in cells.values()} == {"cpu"}
+    # the same start and batches, other bin accuracies: the first epoch's R differs
+    rcft, held = cells["obqa_full/0/rcft"]["history"], cells["obqa_full/0/rcft_heldout"]["history"]
+    assert held[0]["epoch"] == rcft[0]["epoch"] == 1 and held[0]["reg"] != rcft[0]["reg"]
     assert cells["obqa_full/0/base"]["epochs"] == 2 and cells["obqa_full/0/cft"]["epochs"] == 1
     assert len(cells["obqa_full/0/base"]["timing"]["epoch_seconds"]) == 2
     work = tmp_path / "obqa_full"
@@ -458,3 +461,38 @@ def test_causal_news_wider_block_checks_it_reuses_the_wide_base_models(compariso
     assert f"CFT {wider['cft_epochs']}, long SFT and RCFT {wider['long_epochs']}" in text
     assert "equal `causal_news_wide`'s in 1 of 2 seeds measured in both" in text
     assert f"CFT epoch 2/{wider['cft_epochs']}." in text
+
+
+def test_full_section_compares_once_complete_and_shows_the_heldout_e_step(comparison):
+    def cell(ece, **extra):
+        test = {s: {"accuracy": 0.5, "conf_ece": ece} for s in ("id_test", "ood_test")}
+        return {"test": test, "seconds": 60.0, **extra}
+
+    history = [{"reg": 0.08, "sft": 2.0, "val": {"conf_ece": 0.10}},
+               {"reg": 0.01, "sft": 0.3, "val": {"conf_ece": 0.28}}]  # fmt: skip
+    cells = {}
+    for s in range(5):
+        for st in comparison.FULL_ORDER:
+            ece = 0.30 if st in ("aligned", "long_sft", "rcft") else 0.05 + 0.01 * s
+            fit = {"selected_epoch": 2, "epochs": 8, "history": history} if st == "rcft" else {}
+            cells[f"obqa_full/{s}/{st}"] = cell(ece, **fit)
+    for s in (0, 1):
+        cells[f"obqa_full/{s}/rcft_heldout"] = cell(0.10, selected_epoch=8, epochs=8,
+                                                    history=history)  # fmt: skip
+    r = {
+        "cells": cells,
+        "protocol": comparison.PROTOCOL,
+        "grid_protocol": comparison.GRID,
+        "full_protocol": comparison.FULL,
+        "n": {"obqa_full": {"id_test": 2000, "ood_test": 2000, "pool": 3957}},
+        "commands": {"obqa_full": "python benchmarks/comparison.py --settings obqa_full"},
+    }
+    text = "\n".join(comparison.full_section(r, cells))
+    assert "Not complete" not in text
+    assert "| CFT − long SFT | 5 |" in text and "**ahead**" in text
+    assert "**Reading (conf-ECE, paired, from the table):**" in text
+    assert "| 4 | RCFT (EM-ECE) | 0.500 | 0.300 |" in text
+    assert "| 1 | RCFT, E-step on validation | 0.500 | 0.100 |" in text
+    assert "E-step on the validation questions): seed 0: R 0.080 → 0.010" in text
+    assert "seeds 0, 1). If RCFT fails" in text
+    assert "| RCFT, E-step on validation − RCFT (EM-ECE) | 2 | -0.200 [-0.200, -0.200] |" in text
