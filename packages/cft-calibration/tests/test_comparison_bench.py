@@ -214,12 +214,8 @@ def test_full_cost_projection(comparison):
     assert cost["sittings_left"] > bare and cost["rebuilds"] >= 1
 
 
-def test_full_section_shows_per_seed_numbers_only(comparison):
-    cells = _full_cells(comparison, [(0, "uniform"), (0, "base")])
-    for c in cells.values():
-        c["test"] = {s: {"accuracy": 0.45, "conf_ece": 0.05} for s in ("id_test", "ood_test")}
-    cells["obqa_full/0/base"].update(selected_epoch=8, epochs=8)
-    r = {
+def _full_results(comparison, cells):
+    return {
         "cells": cells,
         "protocol": comparison.PROTOCOL,
         "grid_protocol": comparison.GRID,
@@ -227,6 +223,14 @@ def test_full_section_shows_per_seed_numbers_only(comparison):
         "n": {"obqa_full": {"id_test": 2000, "ood_test": 2000, "pool": 3957}},
         "commands": {"obqa_full": "python benchmarks/comparison.py --settings obqa_full"},
     }
+
+
+def test_full_section_shows_per_seed_numbers_only(comparison):
+    cells = _full_cells(comparison, [(0, "uniform"), (0, "base")])
+    for c in cells.values():
+        c["test"] = {s: {"accuracy": 0.45, "conf_ece": 0.05} for s in ("id_test", "ood_test")}
+    cells["obqa_full/0/base"].update(selected_epoch=8, epochs=8)
+    r = _full_results(comparison, cells)
     r["full_cost"] = {"obqa_full": comparison.full_cost(r, "obqa_full")}
     text = "\n".join(comparison.full_section(r, cells))
     assert "2 of 40 cells measured (0 of 5 seeds with every stage)" in text
@@ -479,14 +483,7 @@ def test_full_section_compares_once_complete_and_shows_the_heldout_e_step(compar
     for s in (0, 1):
         cells[f"obqa_full/{s}/rcft_heldout"] = cell(0.10, selected_epoch=8, epochs=8,
                                                     history=history)  # fmt: skip
-    r = {
-        "cells": cells,
-        "protocol": comparison.PROTOCOL,
-        "grid_protocol": comparison.GRID,
-        "full_protocol": comparison.FULL,
-        "n": {"obqa_full": {"id_test": 2000, "ood_test": 2000, "pool": 3957}},
-        "commands": {"obqa_full": "python benchmarks/comparison.py --settings obqa_full"},
-    }
+    r = _full_results(comparison, cells)
     text = "\n".join(comparison.full_section(r, cells))
     assert "Not complete" not in text
     assert "| CFT − long SFT | 5 |" in text and "**ahead**" in text
