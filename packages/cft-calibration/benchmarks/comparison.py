@@ -17,7 +17,9 @@ MMLU subjects by question count until they hold 6,000 questions (10 subjects, 6,
 questions drawn over the other 47 subjects. Setting ``causal``: ``run_causal_lm`` on OpenBookQA
 (see :func:`run_causal_cell`); setting ``causal_news``: the same on AG News topics asked as
 4-option questions (``NEWS``; a task a decoder trained from scratch can learn); setting
-``causal_news_wide``: ``causal_news`` on extended epoch grids (``NEWS_WIDE``). Setting
+``causal_news_wide``: ``causal_news`` on extended epoch grids (``NEWS_WIDE``); setting
+``causal_news_wider``: ``causal_news_wide`` with longer CFT / long SFT / RCFT grids (``NEWS_WIDER``,
+the same base and aligned models). Setting
 ``obqa_wide``: ``obqa`` rebuilt from the base up with base SFT and CFT on the extended epoch grids
 (``GRID``). Setting ``obqa_full``: ``obqa_wide`` with every
 weight trained: the same fixed splits, per-seed splits, seeds, stages, selection rules, learning
@@ -39,6 +41,13 @@ Positive control first: a MiniLM setting's calibration stages run only while its
 runs just the base cells (the base cell of ``mmlu`` also stores a diagnosis: training accuracy,
 the majority-letter baseline, in-domain accuracy per subject).
 
+Extra stage ``rcft_heldout`` (``EXTRA``, run only when named in ``--stages``): RCFT with its E-step
+on the validation questions, to test block (e)'s diagnosis of RCFT; rendered beside RCFT.
+
+Every block starts with the trivial uniform scorer (1/k on each of a question's k options): a cell
+per seed in the MiniLM settings, scored once per causal setting on its fixed tests (JSON key
+``uniform``).
+
 Per seed: base SFT (epoch selected by validation accuracy) -> real DPO against the frozen base
 (``dpo_align``; gold over every wrong option) = the *aligned* model -> from the aligned model:
 temperature scaling (fit on validation), CFT (SFT, epoch by the paper's rule: lowest validation ECE
@@ -51,6 +60,7 @@ Usage (from packages/cft-calibration; single-threaded):
     python benchmarks/comparison.py --seeds 0 1 2 3 4 --resume
     python benchmarks/comparison.py --settings mmlu --seeds 0 --control-only --resume
     python benchmarks/comparison.py --settings obqa_full --seeds 0 1 2 3 4 --resume --device cuda
+    python benchmarks/comparison.py --settings obqa_full --seeds 0 --stages rcft_heldout --resume
     python benchmarks/comparison.py --render-only
 """
 
@@ -81,12 +91,26 @@ HERE = Path(__file__).resolve().parent
 PKG = HERE.parent
 RESULT = HERE / "results" / "comparison.json"
 DEFAULT_DATA = Path(os.environ.get("ICML25_DATA", PKG.parents[1].parent / "shared" / "data"))
-SETTINGS = ("obqa", "causal", "mmlu", "obqa_wide", "obqa_full", "causal_news", "causal_news_wide")
+SETTINGS = (
+    "obqa",
+    "causal",
+    "mmlu",
+    "obqa_wide",
+    "obqa_full",
+    "causal_news",
+    "causal_news_wide",
+    "causal_news_wider",
+)
 # The settings of ``run_causal_lm`` (one cell per seed holds every method).
-CAUSAL_SETTINGS = ("causal", "causal_news", "causal_news_wide")
+CAUSAL_SETTINGS = ("causal", "causal_news", "causal_news_wide", "causal_news_wider")
 # ``obqa_wide``: the obqa comparison rebuilt on the extended grids (GRID) from the base up; the
 # same cached data and per-seed splits as ``obqa``, its own weights.
-DATA_OF = {"obqa_wide": "obqa", "obqa_full": "obqa", "causal_news_wide": "causal_news"}
+DATA_OF = {
+    "obqa_wide": "obqa",
+    "obqa_full": "obqa",
+    "causal_news_wide": "causal_news",
+    "causal_news_wider": "causal_news",
+}
 # ``obqa_full``: every weight of BertForMultipleChoice trained in every stage (no cached states).
 FULL_SETTINGS = ("obqa_full",)
 FULL: dict[str, Any] = {
@@ -113,6 +137,7 @@ NAMES = {
     "rcft": "RCFT (EM-ECE)",
     "base_wide": "base, 8-epoch grid",
     "cft_wide": "CFT, 8-epoch grid",
+    "rcft_heldout": "RCFT, E-step on validation",
 }
 # Settings fixed before any run (no tuning on test). Sizes are the CPU budget.
 PROTOCOL: dict[str, Any] = {
@@ -149,12 +174,24 @@ NEWS: dict[str, Any] = {
 # base epoch, 10 of 10, and the last CFT epoch, 3 of 3); long SFT and RCFT run as many epochs as
 # CFT's grid, as in ``obqa_wide``. Everything else as ``causal_news``.
 NEWS_WIDE: dict[str, int] = {"base_epochs": 20, "cft_epochs": 6, "long_epochs": 6}
+# ``causal_news_wider``: ``causal_news_wide`` with CFT, long SFT and RCFT on 10 epochs (its CFT
+# selected the last epoch, 6 of 6, in 2 of 5 seeds). The base grid and every seed are
+# ``causal_news_wide``'s, so its base and aligned models are the same (the block checks it).
+NEWS_WIDER: dict[str, int] = {"base_epochs": 20, "cft_epochs": 10, "long_epochs": 10}
 # The CausalLMConfig epoch overrides of each causal setting (none: CausalLMConfig's defaults).
-CAUSAL_GRID: dict[str, dict[str, int]] = {"causal_news_wide": NEWS_WIDE}
+CAUSAL_GRID: dict[str, dict[str, int]] = {
+    "causal_news_wide": NEWS_WIDE,
+    "causal_news_wider": NEWS_WIDER,
+}
 # Epoch grids extended after the 0.4.0 run put selections on the edge (base 4/4 in 4 of 5 ``obqa``
 # seeds, CFT 4/4 in 3): extra stages, the same as ``base`` / ``cft`` but for the epochs (same data
 # order seeds); ``cft_wide`` starts from the same aligned model as every other method of its seed.
 GRID: dict[str, dict[str, Any]] = {"base_wide": {"epochs": 8}, "cft_wide": {"epochs": 8}}
+# Extra stages, run only when named in --stages. ``rcft_heldout`` tests block (e)'s diagnosis of
+# RCFT (its E-step reads bin accuracies off calibration-train questions the model has memorised):
+# RCFT with the same seed, data order and lambda, but the E-step scores the validation questions
+# (``train(e_step_data=...)``; a deviation from the paper, whose E-step reads the training set).
+EXTRA = ("rcft_heldout",)
 # Setting ``mmlu``: PROTOCOL's stages on MMLU alone, fixed before any run. In-domain subjects: the
 # largest MMLU subjects by test-question count (ties by name) until they hold ``id_questions``;
 # ``id_test`` of them drawn as the in-domain test, the rest is the train pool (per seed: PROTOCOL's
@@ -377,6 +414,18 @@ def metrics(probs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> di
     return C.evaluate_probs(probs, labels, mask=mask, n_bins=PROTOCOL["n_bins"])
 
 
+def uniform_metrics(split: HiddenSplit | list[C.MCItem]) -> dict[str, float]:
+    """Test metrics of the trivial scorer that gives each of a question's k options 1/k (its
+    accuracy is that of always answering the first option, the argmax of a tie)."""
+    if isinstance(split, HiddenSplit):
+        mask, labels = split.mask, split.labels
+    else:
+        k = max(it.k for it in split)
+        mask = torch.tensor([[j < it.k for j in range(k)] for it in split])
+        labels = torch.tensor([it.answer for it in split])
+    return metrics(mask.double() / mask.sum(1, keepdim=True), labels, mask)
+
+
 def test_logits(
     scorer: Any, cache: dict[str, Any], batch_size: int = 256
 ) -> dict[str, tuple[torch.Tensor, ...]]:
@@ -473,16 +522,7 @@ def run_cell(
         return model
 
     if stage == "uniform":
-        cell["test"] = {}
-        for s in ("id_test", "ood_test"):
-            data = cache[s]
-            if isinstance(data, HiddenSplit):
-                mask, labels = data.mask, data.labels
-            else:
-                k = max(it.k for it in data)
-                mask = torch.tensor([[j < it.k for j in range(k)] for it in data])
-                labels = torch.tensor([it.answer for it in data])
-            cell["test"][s] = metrics(mask.double() / mask.sum(1, keepdim=True), labels, mask)
+        cell["test"] = {s: uniform_metrics(cache[s]) for s in ("id_test", "ood_test")}
     elif stage in ("base", "base_wide"):
         model = copy.deepcopy(scorer0)
         spec = {**PROTOCOL["base"], **GRID.get(wide_of(stage, setting), {})}
@@ -524,7 +564,8 @@ def run_cell(
             logits = torch.load(stored) if stored.is_file() else None
             cell["test"] = evaluate(model, cache, ts.transform, logits)
         else:
-            offset = {"cft": 10, "cft_wide": 10, "ls": 11, "long_sft": 12, "rcft": 13}[stage]
+            offset = {"cft": 10, "cft_wide": 10, "ls": 11, "long_sft": 12, "rcft": 13,
+                      "rcft_heldout": 13}[stage]  # fmt: skip
             s = seed * 100 + offset
             if stage in ("cft", "cft_wide"):
                 cfg = tcfg({**PROTOCOL["cft"], **GRID.get(wide_of(stage, setting), {})}, s, ebs)
@@ -538,7 +579,8 @@ def run_cell(
             else:
                 cfg = tcfg(PROTOCOL["long"], s, ebs, e_step_every=1)
                 reg = C.EMECERegularizer(PROTOCOL["n_bins"], PROTOCOL["lam"])
-            fit = C.train(model, sp["cal"], cfg, reg, sp["val"], clocked(clocks))
+            held = sp["val"] if stage == "rcft_heldout" else None
+            fit = C.train(model, sp["cal"], cfg, reg, sp["val"], clocked(clocks), e_step_data=held)
             cell.update(selected_epoch=fit.selected_epoch, epochs=cfg.epochs, history=fit.history)
             cell["timing"] = clocks[0].summary(math.ceil(len(sp["cal"]) / cfg.batch_size))
             t1 = time.perf_counter()
@@ -600,8 +642,9 @@ def load_results() -> dict[str, Any]:
 
 def save(r: dict[str, Any]) -> None:
     """Write ``r``, first taking in the cells that another sitting running at the same time (say,
-    one process per seed) has written since this one loaded the JSON: under a lock, the cells on
-    disk that ``r`` lacks are added, and the positive controls and full-model costs recomputed."""
+    one process per seed) has written since this one loaded the JSON: under a lock, the cells,
+    commands, cache times and uniform rows on disk that ``r`` lacks are added, and the positive
+    controls and full-model costs recomputed."""
     import fcntl
     import tempfile
 
@@ -609,11 +652,12 @@ def save(r: dict[str, Any]) -> None:
     with open(Path(tempfile.gettempdir()) / "cft-calibration-comparison.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         disk = load_results()
+        for key in ("commands", "cache_seconds", "uniform"):
+            if key in disk or key in r:
+                r[key] = {**disk.get(key, {}), **r.get(key, {})}
         theirs = {k: c for k, c in disk.get("cells", {}).items() if k not in r["cells"]}
         if theirs:
             r["cells"].update(theirs)
-            for key in ("commands", "cache_seconds"):
-                r[key] = {**disk.get(key, {}), **r.get(key, {})}
             for setting in r.get("control", {}):
                 if setting in r.get("n", {}):
                     r["control"][setting] = control(r["cells"], setting,
@@ -696,6 +740,7 @@ def full_cost(r: dict[str, Any], setting: str) -> dict[str, Any]:
     }
     stage_s["ls"] = stage_s["cft"]
     stage_s["rcft"] = stage_s["long_sft"] + e_long * val_pass * cal_n / val_n
+    stage_s["rcft_heldout"] = stage_s["long_sft"] + e_long * val_pass
     missing = [(s, st) for s in range(5) for st in FULL_ORDER if f"{setting}/{s}/{st}" not in cells]
     sitting, later = FULL_SITTING_MIN * 60.0, ("ts", "cft", "ls", "long_sft", "rcft")
     sittings, left, rebuilds = 0, 0.0, 0
@@ -745,7 +790,7 @@ def projected(r: dict[str, Any], work: Path, setting: str, seed: int, stage: str
     base = (have / f"seed{seed}_base.pt").is_file()
     aligned = (have / f"seed{seed}_aligned.pt").is_file()
     cost = float(st[stage])
-    if stage in METHODS and not aligned:
+    if stage in (*METHODS, *EXTRA) and not aligned:
         cost += st["aligned"] + (0.0 if base else st["base"])
     elif stage == "aligned" and not base:
         cost += st["base"]
@@ -759,6 +804,7 @@ def run(args: argparse.Namespace) -> None:
         ("causal_protocol", CAUSAL),
         ("news_protocol", NEWS),
         ("news_wide_protocol", NEWS_WIDE),
+        ("news_wider_protocol", NEWS_WIDER),
         ("mmlu_protocol", MMLU),
         ("grid_protocol", GRID),
         ("full_protocol", FULL),
@@ -771,7 +817,8 @@ def run(args: argparse.Namespace) -> None:
     for key in ("cells", "n", "control", "cache_seconds", "commands"):
         r.setdefault(key, {})
     extra = "/" + "+".join(args.stages) if args.stages else ""  # e.g. obqa/cft_wide
-    r["commands"].update({setting + extra: r["command"] for setting in args.settings})
+    if not args.cache_only:  # the commands that measured cells
+        r["commands"].update({setting + extra: r["command"] for setting in args.settings})
     r["machine"] = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -782,10 +829,14 @@ def run(args: argparse.Namespace) -> None:
     device = torch.device(args.device)
     caches, subjects = {}, {}
     for setting in args.settings:
-        if setting in CAUSAL_SETTINGS:
-            if setting != "causal":
-                fixed = fixed_splits(args.data, DATA_OF.get(setting, setting))
+        if setting in CAUSAL_SETTINGS:  # no cache; the uniform row is scored here, once
+            fixed = fixed_splits(args.data, DATA_OF.get(setting, setting))
+            if setting != "causal":  # causal's sizes are obqa's
                 r["n"][setting] = {k: len(v) for k, v in fixed.items()}
+            r.setdefault("uniform", {})[setting] = {
+                s: uniform_metrics(fixed[s]) for s in ("id_test", "ood_test")
+            }
+            save(r)
             continue
         t0 = time.perf_counter()
         if setting in FULL_SETTINGS:
@@ -840,7 +891,7 @@ def run(args: argparse.Namespace) -> None:
             scorer0, cache = caches[setting]
             again = {}
             have = setting_dir(args.work, setting)
-            if stage in (*METHODS, "cft_wide"):
+            if stage in (*METHODS, "cft_wide", *EXTRA):
                 if not (have / f"seed{seed}_aligned.pt").is_file():
                     again = reproduce(r["cells"], setting, seed, scorer0, cache, args.work)
             elif stage == "aligned" and not (have / f"seed{seed}_base.pt").is_file():
@@ -883,8 +934,11 @@ def seeds_with(cells: dict[str, Any], stages: list[str], setting: str = "obqa") 
     return [s for s in seeds if all(f"{setting}/{s}/{st}" in cells for st in stages)]
 
 
-def flat_cells(cells: dict[str, Any]) -> dict[str, Any]:
-    """Cells keyed setting/seed/method (a causal cell holds every method of its seed)."""
+def flat_cells(
+    cells: dict[str, Any], uniform: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Cells keyed setting/seed/method (a causal cell holds every method of its seed; ``uniform``,
+    the causal settings' uniform-row metrics, adds a uniform cell to each of its seeds)."""
     out = {}
     for key, cell in cells.items():
         setting, seed, _stage = key.split("/")
@@ -892,6 +946,8 @@ def flat_cells(cells: dict[str, Any]) -> dict[str, Any]:
             for name, t in cell["test"].items():
                 sec = cell["stage_seconds"].get({"aligned": "dpo"}.get(name, name), 0.0)
                 out[f"{setting}/{seed}/{name}"] = {"test": t, "seconds": sec}
+            if setting in (uniform or {}):
+                out[f"{setting}/{seed}/uniform"] = {"test": uniform[setting], "seconds": 0.0}
         else:
             out[key] = cell
     return out
@@ -935,20 +991,25 @@ def diff_table(
     methods: tuple[str, ...],
     margin: float,
     pairs: list[tuple[str, str]] | None = None,
+    explain: bool = True,
 ) -> list[str]:
     """Paired differences of ``pairs`` (default: every method against the aligned model, CFT and
-    RCFT against long SFT and TS)."""
+    RCFT against long SFT and TS); ``explain`` puts the paragraph on how to read them first."""
     if pairs is None:
         pairs = [(m, "aligned") for m in methods] + [
             (m, ref) for ref in ("long_sft", "ts") for m in ("cft", "rcft")
         ]
-    lines = [
-        "Paired differences (method minus reference, same seeds and test questions). ECE: "
-        "negative is better, *ahead* when the interval lies below 0, *behind* above 0, *tie* when "
-        f"it contains 0. Accuracy: non-inferiority with margin {margin}: *non-inferior* when the "
-        f"interval's lower end is above -{margin}, *inferior* when its upper end is below "
-        f"-{margin}, else *inconclusive*. Verdicts only from 5 seeds on.",
-        "",
+    lines = []
+    if explain:
+        lines += [
+            "Paired differences (method minus reference, same seeds and test questions). ECE: "
+            "negative is better, *ahead* when the interval lies below 0, *behind* above 0, *tie* "
+            f"when it contains 0. Accuracy: non-inferiority with margin {margin}: *non-inferior* "
+            f"when the interval's lower end is above -{margin}, *inferior* when its upper end is "
+            f"below -{margin}, else *inconclusive*. Verdicts only from 5 seeds on.",
+            "",
+        ]
+    lines += [
         "| method − reference | seeds | Δ ID conf-ECE | Δ OOD conf-ECE | Δ ID acc | Δ OOD acc |",
         "|---|---|---|---|---|---|",
     ]
@@ -1039,9 +1100,10 @@ def verdict(cells: dict[str, Any], setting: str, m: str, ref: str, split: str) -
 
 
 def reading(cells: dict[str, Any], setting: str, methods: tuple[str, ...] = ("cft", "rcft")) -> str:
-    """One sentence per reference, built from the verdicts (ECE, paired, >= 5 seeds)."""
+    """One sentence per reference, built from the verdicts (ECE, paired, >= 5 seeds); the trivial
+    uniform scorer is a reference where the setting has its row."""
     out = []
-    for ref in ("long_sft", "ts"):
+    for ref in ("long_sft", "ts", "uniform"):
         parts = []
         for m in methods:
             words = [verdict(cells, setting, m, ref, sp) for sp in ("id_test", "ood_test")]
@@ -1052,6 +1114,13 @@ def reading(cells: dict[str, Any], setting: str, methods: tuple[str, ...] = ("cf
                 )
         if parts:
             out.append("; ".join(parts))
+            if ref == "uniform":
+                t = cells[f"{setting}/{seeds_with(cells, [ref], setting)[0]}/{ref}"]["test"]
+                out[-1] += (
+                    f" (the uniform scorer's conf-ECE, {t['id_test']['conf_ece']:.3f} in domain "
+                    f"and {t['ood_test']['conf_ece']:.3f} out, only says that its confidence 1/k "
+                    "matches its accuracy: read it with the accuracy columns)"
+                )
     if not out:
         return ""
     return "**Reading (conf-ECE, paired, from the table):** " + ". ".join(out) + "."
@@ -1306,13 +1375,34 @@ def full_selection(c: dict[str, Any], stage: str) -> str:
     return ""
 
 
+def heldout_lines(cells: dict[str, Any], setting: str, margin: float) -> list[str]:
+    """The extra stage ``rcft_heldout`` against RCFT, long SFT and TS, paired (nothing before its
+    first cell)."""
+    ss = seeds_with(cells, ["rcft_heldout"], setting)
+    if not ss:
+        return []
+    pairs = [("rcft_heldout", ref) for ref in ("rcft", "long_sft", "ts")]
+    return [
+        "",
+        "**Testing the diagnosis: RCFT with its E-step on the validation questions** (stage "
+        "`rcft_heldout`, a deviation: the paper's E-step reads the training set; the same seed, "
+        f"data order and lambda as RCFT; seeds {', '.join(map(str, ss))}). If RCFT fails because "
+        "its E-step reads bin accuracies off memorised calibration-train questions, this stage's "
+        "conf-ECE falls below RCFT's.",
+        "",
+        *diff_table(cells, setting, (), margin, pairs, explain=False),
+    ]
+
+
 def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_full") -> list[str]:
-    """A full-model setting: protocol, progress, control line, per-seed numbers (no means, no
-    differences, no verdicts before 5 seeds hold every stage) and the measured and projected cost."""
+    """A full-model setting: protocol, progress, control line, per-seed numbers, and, once 5 seeds
+    hold every stage, the means, paired differences and reading of the other settings (none before);
+    the extra stage ``rcft_heldout`` when measured; the measured and projected cost."""
     g, p, fp = r["grid_protocol"], r["protocol"], r["full_protocol"]
     n = r["n"][setting]["id_test"]
     total = 5 * len(FULL_ORDER)
-    done = [k for k in cells if k.startswith(setting + "/")]
+    done = [f"{setting}/{s}/{st}" for s in range(5) for st in FULL_ORDER]
+    done = [k for k in done if k in cells]
     complete = seeds_with(cells, list(FULL_ORDER), setting)
     cmds = [c for k, c in r["commands"].items() if k.split("/")[0] == setting]
     lines = [
@@ -1329,11 +1419,15 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
         "logits. " + ("Commands " if len(cmds) > 1 else "Command ")
         + ", then ".join(f"`{c}`" for c in cmds) + ".",
         "",
-        f"**Not complete: no comparison yet.** {len(done)} of {total} cells measured "
-        f"({len(complete)} of 5 seeds with every stage). Means, intervals and verdicts come only "
-        "when every stage holds 5 seeds; below are the per-seed numbers of the cells measured.",
-        "",
     ]  # fmt: skip
+    if len(complete) < 5:
+        lines += [
+            f"**Not complete: no comparison yet.** {len(done)} of {total} cells measured "
+            f"({len(complete)} of 5 seeds with every stage). Means, intervals and verdicts come "
+            "only when every stage holds 5 seeds; below are the per-seed numbers of the cells "
+            "measured.",
+            "",
+        ]
     ctl = control(cells, setting, n)
     if ctl:
         lines += [
@@ -1341,12 +1435,18 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
             + f" Seeds with a base model so far: {', '.join(map(str, ctl['seeds']))}.",
             "",
         ]
+    if len(complete) == 5:
+        lines += means_table(cells, setting, FULL_ORDER)
+        lines += diff_table(cells, setting, METHODS, p["ni_margin"])
+        if reading(cells, setting):
+            lines += ["", reading(cells, setting)]
+        lines += ["", "Per seed:", ""]
     lines += [
         "| seed | stage | ID acc | ID conf-ECE | OOD acc | OOD conf-ECE | selected | min |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for s in range(5):
-        for st in FULL_ORDER:
+        for st in (*FULL_ORDER, *EXTRA):
             c = cells.get(f"{setting}/{s}/{st}")
             if not c:
                 continue
@@ -1357,25 +1457,26 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
                 f"{t['ood_test']['conf_ece']:.3f} | {full_selection(c, st)} | "
                 f"{c['seconds'] / 60:.1f} |"
             )
-    rcft = [s for s in range(5) if f"{setting}/{s}/rcft" in cells]
-    if rcft:
+    for st, where in (("rcft", "calibration-train"), ("rcft_heldout", "validation")):
         per_seed = []
-        for s in rcft:
-            h = cells[f"{setting}/{s}/rcft"]["history"]
+        for s in seeds_with(cells, [st], setting):
+            h = cells[f"{setting}/{s}/{st}"]["history"]
             per_seed.append(
                 f"seed {s}: R {h[0]['reg']:.3f} → {h[-1]['reg']:.3f}, validation conf-ECE "
                 f"{h[0]['val']['conf_ece']:.3f} → {h[-1]['val']['conf_ece']:.3f}, SFT loss "
                 f"{h[0]['sft']:.2f} → {h[-1]['sft']:.2f}"
             )
-        lines += [
-            "",
-            "RCFT's regulariser against held-out calibration, epoch 1 → last (from the cells' "
-            "training history; R is the EM-ECE term on the training batches, its bin accuracies "
-            "estimated by the E-step on the calibration-train questions): "
-            + " · ".join(per_seed) + ".",
-        ]  # fmt: skip
+        if per_seed:
+            lines += [
+                "",
+                f"{NAMES[st]}: the regulariser against held-out calibration, epoch 1 → last "
+                "(from the cells' training history; R is the EM-ECE term on the training "
+                f"batches, its bin accuracies estimated by the E-step on the {where} "
+                "questions): " + " · ".join(per_seed) + ".",
+            ]
+    lines += heldout_lines(cells, setting, p["ni_margin"])
     cost = r.get("full_cost", {}).get(setting)
-    if cost:
+    if cost and cost["cells_done"] < cost["cells_total"]:
         dpo = (
             "measured" if cost["dpo_step_measured"] else "estimated: 4/3 of 32 questions' training"
         )
@@ -1398,10 +1499,29 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
     return lines
 
 
+def same_models(cells: dict[str, Any], ref: str, setting: str) -> str:
+    """Whether ``setting``'s base and aligned models are ``ref``'s (same grid and seeds): their
+    test metrics, compared seed by seed."""
+    both = [s for s in seeds_with(cells, ["base"], setting) if f"{ref}/{s}/base" in cells]
+
+    def equal(s: int) -> bool:
+        return all(
+            cells[f"{setting}/{s}/{m}"]["test"] == cells[f"{ref}/{s}/{m}"]["test"]
+            for m in ("base", "aligned")
+        )
+
+    same = [s for s in both if equal(s)]
+    return (
+        f"Its base and aligned models' test metrics equal `{ref}`'s in {len(same)} of "
+        f"{len(both)} seeds measured in both."
+    )
+
+
 def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[str]:
-    """Block (b) (setting ``causal``), (b2) (``causal_news``) or (b3) (``causal_news_wide``): the
-    protocol, the positive control, the means and paired differences of ``run_causal_lm``'s
-    methods, the selections per seed (a selection on the last epoch of its grid is flagged)."""
+    """Block (b) (setting ``causal``), (b2) (``causal_news``), (b3) (``causal_news_wide``) or (b4)
+    (``causal_news_wider``): the protocol, the positive control, the means and paired differences
+    of ``run_causal_lm``'s methods, the selections per seed (a selection on the last epoch of its
+    grid is flagged)."""
     raw = r.get("cells", {})
     cs = seeds_with(cells, ["base"], setting)
     cp = r.get("causal_protocol", CAUSAL)
@@ -1434,13 +1554,20 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
         )
     else:
         n_id, w = NEWS["id_test"], CAUSAL_GRID[setting]
+        label, why = {
+            "causal_news_wide": ("(b3)", "(b2) on extended epoch grids, because (b2)'s selections "
+                                 "sat on the edge"),
+            "causal_news_wider": ("(b4)", "(b3) with longer CFT / long SFT / RCFT grids, because "
+                                  "(b3)'s CFT selected its last epoch in 2 of 5 seeds"),
+        }[setting]  # fmt: skip
         head = (
-            "**(b3) Setting `causal_news_wide`** — (b2) on extended epoch grids, because (b2)'s "
-            f"selections sat on the edge: base SFT {w['base_epochs']} epochs, CFT "
+            f"**{label} Setting `{setting}`** — {why}: base SFT {w['base_epochs']} epochs, CFT "
             f"{w['cft_epochs']}, long SFT and RCFT {w['long_epochs']}; the same data, splits, "
             f"seeds and test questions. Seeds: {len(cs)}; command `python benchmarks/comparison.py "
-            "--settings causal_news_wide --resume`."
+            f"--settings {setting} --resume`."
         )
+        if setting == "causal_news_wider":
+            head += " " + same_models(cells, "causal_news_wide", setting)
     default = C.CausalLMConfig()
     grid = {"base_epochs": default.base_epochs, "cft_epochs": default.cft_epochs,
             **CAUSAL_GRID.get(setting, {})}  # fmt: skip
@@ -1456,7 +1583,9 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
             + f"; T = {t:.2f}{edge}; CFT epoch {sel['cft_epoch']}/{grid['cft_epochs']}"
             + (" (edge)" if sel["cft_epoch"] in (0, grid["cft_epochs"]) else "")
         )
-    stages = ("base", "aligned", "ts", "cft", "long_sft", "rcft")
+    stages = ("uniform", "base", "aligned", "ts", "cft", "long_sft", "rcft")
+    if setting not in r.get("uniform", {}):  # JSON written before the causal uniform row
+        stages = stages[1:]
     margin = r["protocol"]["ni_margin"]
     lines += [control_line(cells, setting, n_id), ""]
     lines += means_table(cells, setting, stages)
@@ -1472,7 +1601,7 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
 
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
-    cells = flat_cells(raw)
+    cells = flat_cells(raw, r.get("uniform"))
     p = r["protocol"]
     done = seeds_with(cells, ["base"])
     lines = [
@@ -1496,7 +1625,7 @@ def render(r: dict[str, Any]) -> str:
         "",
     ]
     lines += minilm_body(r, cells, "obqa")
-    for setting in CAUSAL_SETTINGS:  # (b) always, (b2) and (b3) once they have a seed
+    for setting in CAUSAL_SETTINGS:  # (b) always, (b2)-(b4) once they have a seed
         if setting == "causal" or seeds_with(cells, ["base"], setting):
             lines += ["", *causal_section(r, cells, setting)]
     mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
@@ -1580,16 +1709,21 @@ def main() -> None:
                         "(obqa_wide training every weight), causal_news (the decoder of causal on "
                         "AG News topics as questions, MMLU out of domain), causal_news_wide "
                         f"(causal_news on extended epoch grids: base {NEWS_WIDE['base_epochs']}, CFT "
-                        f"{NEWS_WIDE['cft_epochs']}, long SFT / RCFT {NEWS_WIDE['long_epochs']})")  # fmt: skip
-    p.add_argument("--stages", nargs="+", choices=(*STAGES, *GRID), default=None,
+                        f"{NEWS_WIDE['cft_epochs']}, long SFT / RCFT {NEWS_WIDE['long_epochs']}), "
+                        "causal_news_wider (causal_news_wide with CFT / long SFT / RCFT on "
+                        f"{NEWS_WIDER['cft_epochs']} epochs)")  # fmt: skip
+    p.add_argument("--stages", nargs="+", choices=(*STAGES, *GRID, *EXTRA), default=None,
                    help="stages of the MiniLM settings to run (default: every stage of the "
                         "protocol); base_wide / cft_wide are base / CFT on the extended epoch grids "
-                        "(GRID), run only when named")  # fmt: skip
+                        "(GRID), rcft_heldout is RCFT with its E-step on the validation questions "
+                        "(EXTRA, a diagnostic deviation); these run only when named")  # fmt: skip
     p.add_argument("--control-only", action="store_true",
                    help="run only the uniform and base cells (the positive control) of the "
                         "MiniLM settings")  # fmt: skip
     p.add_argument("--resume", action="store_true", help="keep finished cells of the JSON")
-    p.add_argument("--cache-only", action="store_true", help="only build the cached states")
+    p.add_argument("--cache-only", action="store_true",
+                   help="only build the cached states (and score the causal settings' uniform "
+                        "row); records no command")  # fmt: skip
     p.add_argument("--stop-at", type=float, default=None,
                    help="unix time: start no cell after it, nor a cell of a full-model setting "
                         "whose projected cost (full_cost) would end after it")  # fmt: skip

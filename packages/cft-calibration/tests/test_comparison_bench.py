@@ -7,6 +7,8 @@ from pathlib import Path
 
 import cft_calibration as C
 import pytest
+import torch
+from cft_calibration.cached import HiddenSplit
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -212,12 +214,8 @@ def test_full_cost_projection(comparison):
     assert cost["sittings_left"] > bare and cost["rebuilds"] >= 1
 
 
-def test_full_section_shows_per_seed_numbers_only(comparison):
-    cells = _full_cells(comparison, [(0, "uniform"), (0, "base")])
-    for c in cells.values():
-        c["test"] = {s: {"accuracy": 0.45, "conf_ece": 0.05} for s in ("id_test", "ood_test")}
-    cells["obqa_full/0/base"].update(selected_epoch=8, epochs=8)
-    r = {
+def _full_results(comparison, cells):
+    return {
         "cells": cells,
         "protocol": comparison.PROTOCOL,
         "grid_protocol": comparison.GRID,
@@ -225,6 +223,14 @@ def test_full_section_shows_per_seed_numbers_only(comparison):
         "n": {"obqa_full": {"id_test": 2000, "ood_test": 2000, "pool": 3957}},
         "commands": {"obqa_full": "python benchmarks/comparison.py --settings obqa_full"},
     }
+
+
+def test_full_section_shows_per_seed_numbers_only(comparison):
+    cells = _full_cells(comparison, [(0, "uniform"), (0, "base")])
+    for c in cells.values():
+        c["test"] = {s: {"accuracy": 0.45, "conf_ece": 0.05} for s in ("id_test", "ood_test")}
+    cells["obqa_full/0/base"].update(selected_epoch=8, epochs=8)
+    r = _full_results(comparison, cells)
     r["full_cost"] = {"obqa_full": comparison.full_cost(r, "obqa_full")}
     text = "\n".join(comparison.full_section(r, cells))
     assert "2 of 40 cells measured (0 of 5 seeds with every stage)" in text
@@ -277,11 +283,14 @@ def test_full_stages_run_on_the_scorers_device(comparison, monkeypatch, tmp_path
     monkeypatch.setitem(comparison.GRID["base_wide"], "epochs", 2)
     monkeypatch.setitem(comparison.GRID["cft_wide"], "epochs", 1)
     cells = {}
-    for st in comparison.FULL_ORDER:
+    for st in (*comparison.FULL_ORDER, *comparison.EXTRA):
         cells[f"obqa_full/0/{st}"] = comparison.run_cell(
             st, 0, scorer0, cache, tmp_path, "obqa_full"
         )
     assert {c["device"] for c in cells.values()} == {"cpu"}
+    # the same start and batches, other bin accuracies: the first epoch's R differs
+    rcft, held = cells["obqa_full/0/rcft"]["history"], cells["obqa_full/0/rcft_heldout"]["history"]
+    assert held[0]["epoch"] == rcft[0]["epoch"] == 1 and held[0]["reg"] != rcft[0]["reg"]
     assert cells["obqa_full/0/base"]["epochs"] == 2 and cells["obqa_full/0/cft"]["epochs"] == 1
     assert len(cells["obqa_full/0/base"]["timing"]["epoch_seconds"]) == 2
     work = tmp_path / "obqa_full"
@@ -384,3 +393,103 @@ def test_causal_news_wide_block_flags_selections_on_its_own_grid(comparison):
     assert f"CFT epoch 4/{wide['cft_epochs']}." in text  # inside the wider grid: no flag
     narrow = "\n".join(comparison.causal_section(r, cells, "causal_news"))
     assert "base epoch 10/10 (edge); T = 2.00; CFT epoch 3/3 (edge)" in narrow
+
+
+def test_uniform_metrics_score_ties_as_the_first_option_on_items_and_cached_states(comparison):
+    items = [C.MCItem(f"q{i}", "q", ["a", "b", "c", "d"], 0) for i in range(3)]
+    items.append(C.MCItem("q3", "q", ["a", "b"], 1))  # k = 2: the tie's argmax is wrong
+    got = comparison.uniform_metrics(items)
+    assert got["accuracy"] == pytest.approx(0.75)
+    mask = torch.tensor([[True] * 4] * 3 + [[True, True, False, False]])
+    hidden = HiddenSplit(
+        torch.zeros(4, 4, 1, 1), torch.ones(4, 4, 1), mask, torch.tensor([0, 0, 0, 1])
+    )
+    assert comparison.uniform_metrics(hidden) == pytest.approx(got)
+
+
+def _causal_raw(setting, seeds):
+    test = {name: {s: {"accuracy": 0.6, "conf_ece": 0.05} for s in ("id_test", "ood_test")}
+            for name in ("base", "aligned", "ts", "cft", "long_sft", "rcft")}  # fmt: skip
+    return {
+        f"{setting}/{s}/all": {
+            "test": test,
+            "stage_seconds": {},
+            "selected": {"base_epoch": 4, "temperature": 2.0, "cft_epoch": 2},
+        }
+        for s in seeds
+    }
+
+
+def test_causal_block_has_the_uniform_row_when_the_json_has_it(comparison):
+    raw = _causal_raw("causal_news", range(5))
+    uniform = {
+        "causal_news": {s: {"accuracy": 0.25, "conf_ece": 0.01} for s in ("id_test", "ood_test")}
+    }
+    r = {"protocol": comparison.PROTOCOL, "cells": raw, "n": {}, "uniform": uniform}
+    text = "\n".join(
+        comparison.causal_section(r, comparison.flat_cells(raw, uniform), "causal_news")
+    )
+    assert "| uniform (trivial) | 5 | 0.250 [0.250, 0.250] | 0.010 [0.010, 0.010] |" in text
+    assert "The uniform row's accuracy" in text
+    assert "CFT is behind uniform (trivial) in domain and behind it out of domain" in text
+    assert "conf-ECE, 0.010 in domain and 0.010 out" in text
+    old = {k: v for k, v in r.items() if k != "uniform"}  # a JSON from before the uniform row
+    text = "\n".join(comparison.causal_section(old, comparison.flat_cells(raw), "causal_news"))
+    assert "uniform" not in text
+
+
+def test_save_keeps_the_uniform_rows_another_sitting_wrote(comparison, monkeypatch, tmp_path):
+    monkeypatch.setattr(comparison, "RESULT", tmp_path / "comparison.json")
+    row = {s: {"accuracy": 0.25, "conf_ece": 0.01} for s in ("id_test", "ood_test")}
+    first = {"cells": {}, "n": {}, "control": {}, "commands": {}, "uniform": {"causal": row}}
+    comparison.save(first)
+    second = {"cells": {"mmlu/1/base": _base_cell(0.27)}, "n": {}, "control": {}, "commands": {}}
+    comparison.save(second)
+    assert comparison.load_results()["uniform"] == {"causal": row}
+
+
+def test_causal_news_wider_block_checks_it_reuses_the_wide_base_models(comparison):
+    raw = {
+        **_causal_raw("causal_news_wide", range(3)),
+        **_causal_raw("causal_news_wider", range(2)),
+    }
+    raw["causal_news_wider/1/all"] = {
+        **raw["causal_news_wider/1/all"],
+        "test": {**raw["causal_news_wider/1/all"]["test"], "base": {
+            s: {"accuracy": 0.7, "conf_ece": 0.05} for s in ("id_test", "ood_test")}},
+    }  # fmt: skip
+    r = {"protocol": comparison.PROTOCOL, "cells": raw, "n": {}}
+    text = "\n".join(comparison.causal_section(r, comparison.flat_cells(raw), "causal_news_wider"))
+    wider = comparison.NEWS_WIDER
+    assert text.startswith("**(b4) Setting `causal_news_wider`**")
+    assert f"CFT {wider['cft_epochs']}, long SFT and RCFT {wider['long_epochs']}" in text
+    assert "equal `causal_news_wide`'s in 1 of 2 seeds measured in both" in text
+    assert f"CFT epoch 2/{wider['cft_epochs']}." in text
+
+
+def test_full_section_compares_once_complete_and_shows_the_heldout_e_step(comparison):
+    def cell(ece, **extra):
+        test = {s: {"accuracy": 0.5, "conf_ece": ece} for s in ("id_test", "ood_test")}
+        return {"test": test, "seconds": 60.0, **extra}
+
+    history = [{"reg": 0.08, "sft": 2.0, "val": {"conf_ece": 0.10}},
+               {"reg": 0.01, "sft": 0.3, "val": {"conf_ece": 0.28}}]  # fmt: skip
+    cells = {}
+    for s in range(5):
+        for st in comparison.FULL_ORDER:
+            ece = 0.30 if st in ("aligned", "long_sft", "rcft") else 0.05 + 0.01 * s
+            fit = {"selected_epoch": 2, "epochs": 8, "history": history} if st == "rcft" else {}
+            cells[f"obqa_full/{s}/{st}"] = cell(ece, **fit)
+    for s in (0, 1):
+        cells[f"obqa_full/{s}/rcft_heldout"] = cell(0.10, selected_epoch=8, epochs=8,
+                                                    history=history)  # fmt: skip
+    r = _full_results(comparison, cells)
+    text = "\n".join(comparison.full_section(r, cells))
+    assert "Not complete" not in text
+    assert "| CFT − long SFT | 5 |" in text and "**ahead**" in text
+    assert "**Reading (conf-ECE, paired, from the table):**" in text
+    assert "| 4 | RCFT (EM-ECE) | 0.500 | 0.300 |" in text
+    assert "| 1 | RCFT, E-step on validation | 0.500 | 0.100 |" in text
+    assert "E-step on the validation questions): seed 0: R 0.080 → 0.010" in text
+    assert "seeds 0, 1). If RCFT fails" in text
+    assert "| RCFT, E-step on validation − RCFT (EM-ECE) | 2 | -0.200 [-0.200, -0.200] |" in text

@@ -107,6 +107,29 @@ def test_e_step_runs_every_epoch_by_default_and_once_in_official_mode(small_task
     assert off.n_e_steps == 1 and res.history[-1]["reg"] > 0
 
 
+def test_e_step_data_moves_the_e_step_to_another_split(small_task):
+    """The E-step scores ``e_step_data`` when given (its first table is that split's, under the
+    initial weights) and ``train_data`` otherwise; an empty split is refused by name."""
+
+    def filled(table):  # the bins the E-step saw (an empty bin's accuracy is nan)
+        return [(b["bin"], b["count"], b["accuracy"]) for b in table if b["count"]]
+
+    cfg = C.TrainConfig(epochs=1, e_step_every=None)
+    torch.manual_seed(0)
+    scorer = C.FeatureScorer(16, hidden=8)
+    want = {}
+    for name in ("train", "val"):
+        reg = C.e_step(copy.deepcopy(scorer), small_task[name], C.EMECERegularizer())
+        want[name] = filled(reg.bin_table())
+    assert want["train"] != want["val"]
+    for name, kw in (("val", {"e_step_data": small_task["val"]}), ("train", {})):
+        res = C.train_rcft(copy.deepcopy(scorer), small_task["train"], cfg, **kw)
+        assert filled(res.e_steps[0]) == want[name]
+    empty = small_task["val"].subset([]) if hasattr(small_task["val"], "subset") else []
+    with pytest.raises(ValueError, match="e_step_data is empty"):
+        C.train_rcft(copy.deepcopy(scorer), small_task["train"], cfg, e_step_data=empty)
+
+
 def test_rcft_regulariser_alone_lowers_ece(small_task):
     base = _trained_base(small_task)
     aligned = copy.deepcopy(base)

@@ -131,13 +131,16 @@ def train(
     val_data: Any = None,
     progress: Callable[[int, str], Any] | None = None,
     params: list[nn.Parameter] | None = None,
+    e_step_data: Any = None,
 ) -> TrainResult:
     """Fine-tune ``scorer`` in place: L = L_SFT + lambda R (or the official combination), AdamW, linear
     warmup then cosine decay, one forward per batch. Selects the epoch by ``cfg.select`` on
     ``val_data`` (validation only) and loads its weights at the end.
 
     ``progress(total_steps, desc)`` may return a tqdm-like bar; ``params`` restricts the trainable
-    parameters (default: every parameter with ``requires_grad``).
+    parameters (default: every parameter with ``requires_grad``). ``e_step_data``: the questions
+    the regulariser's E-step scores (default ``train_data``, the paper's; a held-out split makes
+    the per-bin accuracies those of unseen questions, a deviation).
     """
     n = scorer.n_items(train_data)
     if n == 0:
@@ -147,6 +150,8 @@ def train(
         raise ValueError("the scorer has no trainable parameters")
     if cfg.sft_loss == "full_vocab" and not hasattr(scorer, "letter_ids"):
         raise ValueError("sft_loss='full_vocab' needs a causal-LM LetterScorer; use 'options'")
+    if e_step_data is not None and scorer.n_items(e_step_data) == 0:
+        raise ValueError("e_step_data is empty; pass None to run the E-step on train_data")
     if cfg.select != "last" and val_data is None:
         raise ValueError(f"select={cfg.select!r} needs val_data")
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -182,7 +187,7 @@ def train(
                 if first or again:
                     e_step(
                         scorer,
-                        train_data,
+                        train_data if e_step_data is None else e_step_data,
                         regularizer,
                         cfg.eval_batch_size,
                         cfg.e_step_max_items,
@@ -322,7 +327,8 @@ def train_rcft(
     val_data: Any = None,
     **kw: Any,
 ) -> TrainResult:
-    """RCFT: L_SFT + lambda R with the EM-ECE regulariser, E-step every ``cfg.e_step_every`` epochs."""
+    """RCFT: L_SFT + lambda R with the EM-ECE regulariser, E-step every ``cfg.e_step_every`` epochs
+    (on ``train_data``, or on ``e_step_data=`` passed through ``kw`` to :func:`train`)."""
     cfg = cfg or TrainConfig(epochs=10)
     return train(scorer, train_data, cfg, regularizer or EMECERegularizer(), val_data, **kw)
 
