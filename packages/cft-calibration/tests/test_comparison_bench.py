@@ -486,6 +486,7 @@ def test_full_section_compares_once_complete_and_shows_the_heldout_e_step(compar
     r = _full_results(comparison, cells)
     text = "\n".join(comparison.full_section(r, cells))
     assert "Not complete" not in text
+    assert comparison.full_done(cells, "obqa_full") == 40  # the extra stage is not counted
     assert "| CFT − long SFT | 5 |" in text and "**ahead**" in text
     assert "**Reading (conf-ECE, paired, from the table):**" in text
     assert "| 4 | RCFT (EM-ECE) | 0.500 | 0.300 |" in text
