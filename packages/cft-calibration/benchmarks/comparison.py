@@ -1246,8 +1246,8 @@ def wide_grids(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[s
     if "cft_wide" in have:
         pairs += [("cft_wide", ref) for ref in ("aligned", "cft", "long_sft", "ts")]
     lines += diff_table(cells, setting, (), r["protocol"]["ni_margin"], pairs)
-    if reading(cells, setting, ("cft_wide",)):
-        lines += ["", reading(cells, setting, ("cft_wide",))]
+    if text := reading(cells, setting, ("cft_wide",)):
+        lines += ["", text]
     changed = [
         f"against {NAMES[ref]} {where}: {verdict(cells, setting, 'cft', ref, sp)} → "
         f"{verdict(cells, setting, 'cft_wide', ref, sp)}"
@@ -1297,8 +1297,8 @@ def minilm_body(r: dict[str, Any], cells: dict[str, Any], setting: str) -> list[
     lines = [control_line(cells, setting, n), ""]
     lines += means_table(cells, setting, STAGES)
     lines += diff_table(cells, setting, METHODS, p["ni_margin"])
-    if reading(cells, setting):
-        lines += ["", reading(cells, setting)]
+    if text := reading(cells, setting):
+        lines += ["", text]
     return lines + selections(cells, setting, p) + wide_grids(r, cells, setting)
 
 
@@ -1443,8 +1443,8 @@ def full_section(r: dict[str, Any], cells: dict[str, Any], setting: str = "obqa_
     if len(complete) == 5:
         lines += means_table(cells, setting, FULL_ORDER)
         lines += diff_table(cells, setting, METHODS, p["ni_margin"])
-        if reading(cells, setting):
-            lines += ["", reading(cells, setting)]
+        if text := reading(cells, setting):
+            lines += ["", text]
         lines += ["", "Per seed:", ""]
     lines += [
         "| seed | stage | ID acc | ID conf-ECE | OOD acc | OOD conf-ECE | selected | min |",
