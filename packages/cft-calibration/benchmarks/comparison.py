@@ -630,6 +630,49 @@ def run_causal_cell(
 # ------------------------------------------------------------------------------------ driver
 
 
+SCHEDULING = ("--stop-at", "--work")  # when and where a sitting runs; neither changes a number
+
+
+def without_scheduling(argv: list[str]) -> list[str]:
+    """``argv`` without ``--stop-at`` and ``--work`` (and their values): the recorded command must
+    reproduce the numbers, and a copied ``--stop-at`` in the past would stop before the first cell."""
+    out, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in SCHEDULING:
+            skip = True
+        elif not token.startswith(tuple(f + "=" for f in SCHEDULING)):
+            out.append(token)
+    return out
+
+
+def merge_command(old: str | None, new: str) -> str:
+    """The command to record for a key that ``old`` measured before: ``new``, with ``old``'s seeds
+    added when the two differ only in ``--seeds`` (sittings that each ran some seeds of one setting)."""
+
+    def split(command: str) -> tuple[list[str], set[str]]:
+        tokens, seeds, rest, on = command.split(), set(), [], False
+        for t in tokens:
+            if t == "--seeds":
+                on = True
+                rest.append(t)
+            elif on and t.isdigit():
+                seeds.add(t)
+            else:
+                on = False
+                rest.append(t)
+        return rest, seeds
+
+    if old is None:
+        return new
+    (old_rest, old_seeds), (new_rest, new_seeds) = split(old), split(new)
+    if old_rest != new_rest or not new_seeds:
+        return new
+    seeds = " ".join(sorted(old_seeds | new_seeds, key=int))
+    return " ".join(t if t != "--seeds" else f"--seeds {seeds}" for t in new_rest)
+
+
 def load_results() -> dict[str, Any]:
     if not RESULT.is_file():
         return {}
@@ -652,9 +695,15 @@ def save(r: dict[str, Any]) -> None:
     with open(Path(tempfile.gettempdir()) / "cft-calibration-comparison.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         disk = load_results()
-        for key in ("commands", "cache_seconds", "uniform"):
+        for key in ("cache_seconds", "uniform"):
             if key in disk or key in r:
                 r[key] = {**disk.get(key, {}), **r.get(key, {})}
+        if "commands" in disk or "commands" in r:
+            mine = r.get("commands", {})
+            r["commands"] = {**disk.get("commands", {}), **mine}
+            for k, c in disk.get("commands", {}).items():
+                if k in mine:
+                    r["commands"][k] = merge_command(c, mine[k])
         theirs = {k: c for k, c in disk.get("cells", {}).items() if k not in r["cells"]}
         if theirs:
             r["cells"].update(theirs)
@@ -812,13 +861,15 @@ def run(args: argparse.Namespace) -> None:
     for key, want in protocols:
         if r and key in r and r[key] != json.loads(json.dumps(want)):  # absent: added later
             raise SystemExit(f"--resume: the JSON was written under another {key}; start afresh")
-    r["command"] = portable_command([sys.argv[0], *sys.argv[1:]])
+    r["command"] = portable_command([sys.argv[0], *without_scheduling(sys.argv[1:])])
     r.update({key: want for key, want in protocols})
     for key in ("cells", "n", "control", "cache_seconds", "commands"):
         r.setdefault(key, {})
     extra = "/" + "+".join(args.stages) if args.stages else ""  # e.g. obqa/cft_wide
     if not args.cache_only:  # the commands that measured cells
-        r["commands"].update({setting + extra: r["command"] for setting in args.settings})
+        for setting in args.settings:
+            key = setting + extra
+            r["commands"][key] = merge_command(r["commands"].get(key), r["command"])
     r["machine"] = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

@@ -448,6 +448,25 @@ def test_save_keeps_the_uniform_rows_another_sitting_wrote(comparison, monkeypat
     assert comparison.load_results()["uniform"] == {"causal": row}
 
 
+def test_recorded_command_reproduces_every_sitting_without_scheduling_flags(
+    comparison, monkeypatch, tmp_path
+):
+    """The README's command for a key names the seeds of every sitting that measured it and drops
+    --stop-at (a copied past time would stop before the first cell) and --work."""
+    assert comparison.without_scheduling(
+        ["--seeds", "4", "--work", "/w", "--stop-at", "17", "--stop-at=3", "--work=/v", "--resume"]
+    ) == ["--seeds", "4", "--resume"]
+    cmd = "python benchmarks/comparison.py --settings obqa_full --seeds {} --resume"
+    assert comparison.merge_command(cmd.format("0 1"), cmd.format("3 2")) == cmd.format("0 1 2 3")
+    other = "python benchmarks/comparison.py --settings obqa_full --resume"  # default: all seeds
+    assert comparison.merge_command(cmd.format("0"), other) == other
+    monkeypatch.setattr(comparison, "RESULT", tmp_path / "comparison.json")
+    key = "obqa_full/rcft_heldout"
+    for seeds in ("0 1", "2"):  # two sittings at once, each loaded the JSON before the other wrote
+        comparison.save({"cells": {}, "n": {}, "control": {}, "commands": {key: cmd.format(seeds)}})
+    assert comparison.load_results()["commands"][key] == cmd.format("0 1 2")
+
+
 def test_causal_news_wider_block_checks_it_reuses_the_wide_base_models(comparison):
     raw = {
         **_causal_raw("causal_news_wide", range(3)),
