@@ -1655,6 +1655,46 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
     return lines
 
 
+def not_yet_measured(r: dict[str, Any], cells: dict[str, Any]) -> list[str]:
+    """What the README's last line lists as left to measure (empty once the protocol is complete;
+    extra stages such as ``rcft_heldout`` are not part of it)."""
+    mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
+    left = {
+        "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
+        **{c: sorted(set(range(5)) - set(seeds_with(cells, ["base"], c))) for c in CAUSAL_SETTINGS},
+    }
+    if mmlu and control(cells, "mmlu", r["n"]["mmlu"]["id_test"])["passed"]:
+        left["mmlu"] = sorted(set(range(5)) - set(seeds_with(cells, list(STAGES), "mmlu")))
+    missing = [f"`{k}` seeds {v} (of 5)" for k, v in left.items() if v]
+    if not mmlu:
+        missing.append(
+            "setting `mmlu` (train on some MMLU subjects, in-domain test >= 2,000 questions of "
+            "those subjects, out-of-domain = held-out subjects)"
+        )
+    total = 5 * len(FULL_ORDER)
+    measured = full_done(cells, "obqa_full")  # extra stages (rcft_heldout) are not among the 40
+    if measured < total:
+        sittings = r.get("full_cost", {}).get("obqa_full", {}).get("sittings_left")
+        missing.append(
+            f"`obqa_full`, every stage fine-tuning all six MiniLM layers: {total - measured} of "
+            f"{total} cells"
+            + (f" (projected {sittings} CPU sittings, block (e))" if sittings is not None else "")
+        )
+    for st, what in (
+        ("cft_wide", "`obqa` CFT on the 8-epoch grid (stage `cft_wide`)"),
+        ("base_wide", "`obqa` base SFT on the 8-epoch grid (stage `base_wide`)"),
+    ):
+        if len(seeds_with(cells, [st])) < 5:
+            missing.append(f"{what} for 5 seeds")
+    wide = seeds_with(cells, list(WIDE_STAGES), "obqa_wide")
+    if len(wide) < 5:
+        gone = sorted(set(range(5)) - set(wide))
+        missing.append(f"`obqa_wide` (the comparison on the 8-epoch grids) seeds {gone} (of 5)")
+    if not wide_extra_done(cells):
+        missing.append("label smoothing and RCFT on the 8-epoch grids (`obqa_wide`)")
+    return missing
+
+
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
     cells = flat_cells(raw, r.get("uniform"))
@@ -1687,49 +1727,24 @@ def render(r: dict[str, Any]) -> str:
     mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
     if mmlu:
         lines += ["", *mmlu_section(r, cells)]
-    wide = seeds_with(cells, list(WIDE_STAGES), "obqa_wide")
     if seeds_with(cells, ["base"], "obqa_wide"):
         lines += ["", *wide_section(r, cells)]
     if any(k.startswith("obqa_full/") for k in cells):
         lines += ["", *full_section(r, cells)]
-    left = {
-        "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
-        **{c: sorted(set(range(5)) - set(seeds_with(cells, ["base"], c))) for c in CAUSAL_SETTINGS},
-    }
-    if mmlu and control(cells, "mmlu", r["n"]["mmlu"]["id_test"])["passed"]:
-        left["mmlu"] = sorted(set(range(5)) - set(seeds_with(cells, list(STAGES), "mmlu")))
-    missing = [f"`{k}` seeds {v} (of 5)" for k, v in left.items() if v]
-    if not mmlu:
-        missing.append(
-            "setting `mmlu` (train on some MMLU subjects, in-domain test >= 2,000 questions of "
-            "those subjects, out-of-domain = held-out subjects)"
-        )
-    total = 5 * len(FULL_ORDER)
-    measured = full_done(cells, "obqa_full")  # extra stages (rcft_heldout) are not among the 40
-    if measured < total:
-        sittings = r.get("full_cost", {}).get("obqa_full", {}).get("sittings_left")
-        missing.append(
-            f"`obqa_full`, every stage fine-tuning all six MiniLM layers: {total - measured} of "
-            f"{total} cells"
-            + (f" (projected {sittings} CPU sittings, block (e))" if sittings is not None else "")
-        )
-    for st, what in (
-        ("cft_wide", "`obqa` CFT on the 8-epoch grid (stage `cft_wide`)"),
-        ("base_wide", "`obqa` base SFT on the 8-epoch grid (stage `base_wide`)"),
-    ):
-        if len(seeds_with(cells, [st])) < 5:
-            missing.append(f"{what} for 5 seeds")
-    if len(wide) < 5:
-        gone = sorted(set(range(5)) - set(wide))
-        missing.append(f"`obqa_wide` (the comparison on the 8-epoch grids) seeds {gone} (of 5)")
-    if not wide_extra_done(cells):
-        missing.append("label smoothing and RCFT on the 8-epoch grids (`obqa_wide`)")
-    lines += [
-        "",
-        "**Not yet measured:** " + "; ".join(missing) + ". Continue with "
-        "`python benchmarks/comparison.py --seeds 0 1 2 3 4 --resume` (finished cells are "
-        "skipped; the cached states are rebuilt once if `runs/comparison` is gone).",
-    ]
+    missing = not_yet_measured(r, cells)
+    if missing:
+        lines += [
+            "",
+            "**Not yet measured:** " + "; ".join(missing) + ". Continue with "
+            "`python benchmarks/comparison.py --seeds 0 1 2 3 4 --resume` (finished cells are "
+            "skipped; the cached states are rebuilt once if `runs/comparison` is gone).",
+        ]
+    else:
+        lines += [
+            "",
+            "Nothing left to measure: every setting whose positive control passed holds every "
+            "stage for 5 seeds (extra diagnosis stages report their own seeds).",
+        ]
     return "\n".join(lines)
 
 

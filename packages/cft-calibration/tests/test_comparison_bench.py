@@ -467,6 +467,23 @@ def test_recorded_command_reproduces_every_sitting_without_scheduling_flags(
     assert comparison.load_results()["commands"][key] == cmd.format("0 1 2")
 
 
+def test_not_yet_measured_is_empty_once_every_cell_is_in(comparison):
+    """The README's last line lists what is left, and nothing (not an empty list) once complete;
+    MMLU-internal stops at its failed control, and extra stages are not required."""
+    m = comparison
+    cells = {f"obqa/{s}/{st}": {} for s in range(5) for st in (*m.STAGES, "cft_wide", "base_wide")}
+    cells |= {f"{c}/{s}/base": {} for c in m.CAUSAL_SETTINGS for s in range(5)}
+    cells |= {f"obqa_wide/{s}/{st}": {} for s in range(5) for st in (*m.WIDE_STAGES, "ls", "rcft")}
+    cells |= {f"obqa_full/{s}/{st}": {} for s in range(5) for st in m.FULL_ORDER}
+    cells["mmlu/0/base"] = _base_cell(0.27)
+    r = {"n": {"mmlu": {"id_test": 2000}}}
+    assert m.not_yet_measured(r, cells) == []
+    del cells["obqa_full/4/rcft"], cells["causal_news_wider/3/base"]
+    left = m.not_yet_measured(r, cells)
+    assert left[0] == "`causal_news_wider` seeds [3] (of 5)"
+    assert left[1].startswith("`obqa_full`, every stage fine-tuning all six MiniLM layers: 1 of 40")
+
+
 def test_causal_news_wider_block_checks_it_reuses_the_wide_base_models(comparison):
     raw = {
         **_causal_raw("causal_news_wide", range(3)),
