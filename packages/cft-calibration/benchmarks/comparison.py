@@ -630,6 +630,49 @@ def run_causal_cell(
 # ------------------------------------------------------------------------------------ driver
 
 
+SCHEDULING = ("--stop-at", "--work")  # when and where a sitting runs; neither changes a number
+
+
+def without_scheduling(argv: list[str]) -> list[str]:
+    """``argv`` without ``--stop-at`` and ``--work`` (and their values): the recorded command must
+    reproduce the numbers, and a copied ``--stop-at`` in the past would stop before the first cell."""
+    out, skip = [], False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in SCHEDULING:
+            skip = True
+        elif not token.startswith(tuple(f + "=" for f in SCHEDULING)):
+            out.append(token)
+    return out
+
+
+def merge_command(old: str | None, new: str) -> str:
+    """The command to record for a key that ``old`` measured before: ``new``, with ``old``'s seeds
+    added when the two differ only in ``--seeds`` (sittings that each ran some seeds of one setting)."""
+
+    def split(command: str) -> tuple[list[str], set[str]]:
+        tokens, seeds, rest, on = command.split(), set(), [], False
+        for t in tokens:
+            if t == "--seeds":
+                on = True
+                rest.append(t)
+            elif on and t.isdigit():
+                seeds.add(t)
+            else:
+                on = False
+                rest.append(t)
+        return rest, seeds
+
+    if old is None:
+        return new
+    (old_rest, old_seeds), (new_rest, new_seeds) = split(old), split(new)
+    if old_rest != new_rest or not new_seeds:
+        return new
+    seeds = " ".join(sorted(old_seeds | new_seeds, key=int))
+    return " ".join(t if t != "--seeds" else f"--seeds {seeds}" for t in new_rest)
+
+
 def load_results() -> dict[str, Any]:
     if not RESULT.is_file():
         return {}
@@ -652,9 +695,15 @@ def save(r: dict[str, Any]) -> None:
     with open(Path(tempfile.gettempdir()) / "cft-calibration-comparison.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         disk = load_results()
-        for key in ("commands", "cache_seconds", "uniform"):
+        for key in ("cache_seconds", "uniform"):
             if key in disk or key in r:
                 r[key] = {**disk.get(key, {}), **r.get(key, {})}
+        if "commands" in disk or "commands" in r:
+            mine = r.get("commands", {})
+            r["commands"] = {**disk.get("commands", {}), **mine}
+            for k, c in disk.get("commands", {}).items():
+                if k in mine:
+                    r["commands"][k] = merge_command(c, mine[k])
         theirs = {k: c for k, c in disk.get("cells", {}).items() if k not in r["cells"]}
         if theirs:
             r["cells"].update(theirs)
@@ -812,13 +861,15 @@ def run(args: argparse.Namespace) -> None:
     for key, want in protocols:
         if r and key in r and r[key] != json.loads(json.dumps(want)):  # absent: added later
             raise SystemExit(f"--resume: the JSON was written under another {key}; start afresh")
-    r["command"] = portable_command([sys.argv[0], *sys.argv[1:]])
+    r["command"] = portable_command([sys.argv[0], *without_scheduling(sys.argv[1:])])
     r.update({key: want for key, want in protocols})
     for key in ("cells", "n", "control", "cache_seconds", "commands"):
         r.setdefault(key, {})
     extra = "/" + "+".join(args.stages) if args.stages else ""  # e.g. obqa/cft_wide
     if not args.cache_only:  # the commands that measured cells
-        r["commands"].update({setting + extra: r["command"] for setting in args.settings})
+        for setting in args.settings:
+            key = setting + extra
+            r["commands"][key] = merge_command(r["commands"].get(key), r["command"])
     r["machine"] = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -1397,6 +1448,42 @@ def heldout_lines(cells: dict[str, Any], setting: str, margin: float) -> list[st
         "conf-ECE falls below RCFT's.",
         "",
         *diff_table(cells, setting, (), margin, pairs, explain=False),
+        *heldout_reading(cells, setting, ss),
+    ]
+
+
+def heldout_reading(cells: dict[str, Any], setting: str, ss: list[int]) -> list[str]:
+    """How much of RCFT's in-domain gap to temperature scaling the held-out E-step closes, and what
+    its training history says about the rest (from 2 seeds on, when intervals exist)."""
+    if len(ss) < 2 or not all(f"{setting}/{s}/{st}" in cells for s in ss for st in ("rcft", "ts")):
+        return []
+
+    def id_ece(st: str, s: int) -> float:
+        return cells[f"{setting}/{s}/{st}"]["test"]["id_test"]["conf_ece"]
+
+    gain = t_interval([id_ece("rcft", s) - id_ece("rcft_heldout", s) for s in ss])
+    gap = t_interval([id_ece("rcft", s) - id_ece("ts", s) for s in ss])
+    hist = [cells[f"{setting}/{s}/rcft_heldout"]["history"] for s in ss]
+    first, last = (sum(h[i]["val"]["conf_ece"] for h in hist) / len(ss) for i in (0, -1))
+    reg = sum(h[-1]["reg"] for h in hist) / len(ss)
+    share = gain[0] / gap[0]
+    rest = (
+        "Most of the gap is not the E-step's data: with the regulariser still at "
+        if share < 0.5
+        else "Most of the gap is the E-step's data; with the regulariser at "
+    )
+    return [
+        "",
+        f"Reading: over these {len(ss)} seeds the held-out E-step lowers RCFT's in-domain "
+        f"conf-ECE by {gain[0]:.3f} [{gain[1]:.3f}, {gain[2]:.3f}], {share:.0%} of RCFT's gap "
+        f"to temperature scaling ({gap[0]:.3f} [{gap[1]:.3f}, {gap[2]:.3f}]). {rest}"
+        f"R = {reg:.3f} on the last epoch, validation conf-ECE rises from {first:.3f} after epoch "
+        f"1 to {last:.3f} at the last epoch, which RCFT keeps"
+        + (
+            "; the cross-entropy term's fit outweighs the regulariser at this lambda."
+            if share < 0.5
+            else "."
+        ),
     ]
 
 
@@ -1604,6 +1691,46 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
     return lines
 
 
+def not_yet_measured(r: dict[str, Any], cells: dict[str, Any]) -> list[str]:
+    """What the README's last line lists as left to measure (empty once the protocol is complete;
+    extra stages such as ``rcft_heldout`` are not part of it)."""
+    mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
+    left = {
+        "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
+        **{c: sorted(set(range(5)) - set(seeds_with(cells, ["base"], c))) for c in CAUSAL_SETTINGS},
+    }
+    if mmlu and control(cells, "mmlu", r["n"]["mmlu"]["id_test"])["passed"]:
+        left["mmlu"] = sorted(set(range(5)) - set(seeds_with(cells, list(STAGES), "mmlu")))
+    missing = [f"`{k}` seeds {v} (of 5)" for k, v in left.items() if v]
+    if not mmlu:
+        missing.append(
+            "setting `mmlu` (train on some MMLU subjects, in-domain test >= 2,000 questions of "
+            "those subjects, out-of-domain = held-out subjects)"
+        )
+    total = 5 * len(FULL_ORDER)
+    measured = full_done(cells, "obqa_full")  # extra stages (rcft_heldout) are not among the 40
+    if measured < total:
+        sittings = r.get("full_cost", {}).get("obqa_full", {}).get("sittings_left")
+        missing.append(
+            f"`obqa_full`, every stage fine-tuning all six MiniLM layers: {total - measured} of "
+            f"{total} cells"
+            + (f" (projected {sittings} CPU sittings, block (e))" if sittings is not None else "")
+        )
+    for st, what in (
+        ("cft_wide", "`obqa` CFT on the 8-epoch grid (stage `cft_wide`)"),
+        ("base_wide", "`obqa` base SFT on the 8-epoch grid (stage `base_wide`)"),
+    ):
+        if len(seeds_with(cells, [st])) < 5:
+            missing.append(f"{what} for 5 seeds")
+    wide = seeds_with(cells, list(WIDE_STAGES), "obqa_wide")
+    if len(wide) < 5:
+        gone = sorted(set(range(5)) - set(wide))
+        missing.append(f"`obqa_wide` (the comparison on the 8-epoch grids) seeds {gone} (of 5)")
+    if not wide_extra_done(cells):
+        missing.append("label smoothing and RCFT on the 8-epoch grids (`obqa_wide`)")
+    return missing
+
+
 def render(r: dict[str, Any]) -> str:
     raw = r.get("cells", {})
     cells = flat_cells(raw, r.get("uniform"))
@@ -1636,49 +1763,24 @@ def render(r: dict[str, Any]) -> str:
     mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
     if mmlu:
         lines += ["", *mmlu_section(r, cells)]
-    wide = seeds_with(cells, list(WIDE_STAGES), "obqa_wide")
     if seeds_with(cells, ["base"], "obqa_wide"):
         lines += ["", *wide_section(r, cells)]
     if any(k.startswith("obqa_full/") for k in cells):
         lines += ["", *full_section(r, cells)]
-    left = {
-        "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
-        **{c: sorted(set(range(5)) - set(seeds_with(cells, ["base"], c))) for c in CAUSAL_SETTINGS},
-    }
-    if mmlu and control(cells, "mmlu", r["n"]["mmlu"]["id_test"])["passed"]:
-        left["mmlu"] = sorted(set(range(5)) - set(seeds_with(cells, list(STAGES), "mmlu")))
-    missing = [f"`{k}` seeds {v} (of 5)" for k, v in left.items() if v]
-    if not mmlu:
-        missing.append(
-            "setting `mmlu` (train on some MMLU subjects, in-domain test >= 2,000 questions of "
-            "those subjects, out-of-domain = held-out subjects)"
-        )
-    total = 5 * len(FULL_ORDER)
-    measured = full_done(cells, "obqa_full")  # extra stages (rcft_heldout) are not among the 40
-    if measured < total:
-        sittings = r.get("full_cost", {}).get("obqa_full", {}).get("sittings_left")
-        missing.append(
-            f"`obqa_full`, every stage fine-tuning all six MiniLM layers: {total - measured} of "
-            f"{total} cells"
-            + (f" (projected {sittings} CPU sittings, block (e))" if sittings is not None else "")
-        )
-    for st, what in (
-        ("cft_wide", "`obqa` CFT on the 8-epoch grid (stage `cft_wide`)"),
-        ("base_wide", "`obqa` base SFT on the 8-epoch grid (stage `base_wide`)"),
-    ):
-        if len(seeds_with(cells, [st])) < 5:
-            missing.append(f"{what} for 5 seeds")
-    if len(wide) < 5:
-        gone = sorted(set(range(5)) - set(wide))
-        missing.append(f"`obqa_wide` (the comparison on the 8-epoch grids) seeds {gone} (of 5)")
-    if not wide_extra_done(cells):
-        missing.append("label smoothing and RCFT on the 8-epoch grids (`obqa_wide`)")
-    lines += [
-        "",
-        "**Not yet measured:** " + "; ".join(missing) + ". Continue with "
-        "`python benchmarks/comparison.py --seeds 0 1 2 3 4 --resume` (finished cells are "
-        "skipped; the cached states are rebuilt once if `runs/comparison` is gone).",
-    ]
+    missing = not_yet_measured(r, cells)
+    if missing:
+        lines += [
+            "",
+            "**Not yet measured:** " + "; ".join(missing) + ". Continue with "
+            "`python benchmarks/comparison.py --seeds 0 1 2 3 4 --resume` (finished cells are "
+            "skipped; the cached states are rebuilt once if `runs/comparison` is gone).",
+        ]
+    else:
+        lines += [
+            "",
+            "Nothing left to measure: every setting whose positive control passed holds every "
+            "stage for 5 seeds (extra diagnosis stages report their own seeds).",
+        ]
     return "\n".join(lines)
 
 

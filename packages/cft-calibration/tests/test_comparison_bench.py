@@ -448,6 +448,42 @@ def test_save_keeps_the_uniform_rows_another_sitting_wrote(comparison, monkeypat
     assert comparison.load_results()["uniform"] == {"causal": row}
 
 
+def test_recorded_command_reproduces_every_sitting_without_scheduling_flags(
+    comparison, monkeypatch, tmp_path
+):
+    """The README's command for a key names the seeds of every sitting that measured it and drops
+    --stop-at (a copied past time would stop before the first cell) and --work."""
+    assert comparison.without_scheduling(
+        ["--seeds", "4", "--work", "/w", "--stop-at", "17", "--stop-at=3", "--work=/v", "--resume"]
+    ) == ["--seeds", "4", "--resume"]
+    cmd = "python benchmarks/comparison.py --settings obqa_full --seeds {} --resume"
+    assert comparison.merge_command(cmd.format("0 1"), cmd.format("3 2")) == cmd.format("0 1 2 3")
+    other = "python benchmarks/comparison.py --settings obqa_full --resume"  # default: all seeds
+    assert comparison.merge_command(cmd.format("0"), other) == other
+    monkeypatch.setattr(comparison, "RESULT", tmp_path / "comparison.json")
+    key = "obqa_full/rcft_heldout"
+    for seeds in ("0 1", "2"):  # two sittings at once, each loaded the JSON before the other wrote
+        comparison.save({"cells": {}, "n": {}, "control": {}, "commands": {key: cmd.format(seeds)}})
+    assert comparison.load_results()["commands"][key] == cmd.format("0 1 2")
+
+
+def test_not_yet_measured_is_empty_once_every_cell_is_in(comparison):
+    """The README's last line lists what is left, and nothing (not an empty list) once complete;
+    MMLU-internal stops at its failed control, and extra stages are not required."""
+    m = comparison
+    cells = {f"obqa/{s}/{st}": {} for s in range(5) for st in (*m.STAGES, "cft_wide", "base_wide")}
+    cells |= {f"{c}/{s}/base": {} for c in m.CAUSAL_SETTINGS for s in range(5)}
+    cells |= {f"obqa_wide/{s}/{st}": {} for s in range(5) for st in (*m.WIDE_STAGES, "ls", "rcft")}
+    cells |= {f"obqa_full/{s}/{st}": {} for s in range(5) for st in m.FULL_ORDER}
+    cells["mmlu/0/base"] = _base_cell(0.27)
+    r = {"n": {"mmlu": {"id_test": 2000}}}
+    assert m.not_yet_measured(r, cells) == []
+    del cells["obqa_full/4/rcft"], cells["causal_news_wider/3/base"]
+    left = m.not_yet_measured(r, cells)
+    assert left[0] == "`causal_news_wider` seeds [3] (of 5)"
+    assert left[1].startswith("`obqa_full`, every stage fine-tuning all six MiniLM layers: 1 of 40")
+
+
 def test_causal_news_wider_block_checks_it_reuses_the_wide_base_models(comparison):
     raw = {
         **_causal_raw("causal_news_wide", range(3)),
@@ -494,3 +530,9 @@ def test_full_section_compares_once_complete_and_shows_the_heldout_e_step(compar
     assert "E-step on the validation questions): seed 0: R 0.080 → 0.010" in text
     assert "seeds 0, 1). If RCFT fails" in text
     assert "| RCFT, E-step on validation − RCFT (EM-ECE) | 2 | -0.200 [-0.200, -0.200] |" in text
+    # rcft 0.30, heldout 0.10, ts 0.05 + 0.01 s (seeds 0, 1): gain 0.200 of gap 0.245 on average
+    assert "lowers RCFT's in-domain conf-ECE by 0.200 [0.200, 0.200], 82% of" in text
+    assert (
+        "Most of the gap is the E-step's data; with the regulariser at R = 0.010 on the last"
+        in text
+    )
