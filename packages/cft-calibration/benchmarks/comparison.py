@@ -1467,23 +1467,19 @@ def heldout_reading(cells: dict[str, Any], setting: str, ss: list[int]) -> list[
     first, last = (sum(h[i]["val"]["conf_ece"] for h in hist) / len(ss) for i in (0, -1))
     reg = sum(h[-1]["reg"] for h in hist) / len(ss)
     share = gain[0] / gap[0]
-    rest = (
-        "Most of the gap is not the E-step's data: with the regulariser still at "
+    rest, why = (
+        ("Most of the gap is not the E-step's data: with the regulariser still at ",
+         "; the cross-entropy term's fit outweighs the regulariser at this lambda.")
         if share < 0.5
-        else "Most of the gap is the E-step's data; with the regulariser at "
-    )
+        else ("Most of the gap is the E-step's data; with the regulariser at ", ".")
+    )  # fmt: skip
     return [
         "",
         f"Reading: over these {len(ss)} seeds the held-out E-step lowers RCFT's in-domain "
         f"conf-ECE by {gain[0]:.3f} [{gain[1]:.3f}, {gain[2]:.3f}], {share:.0%} of RCFT's gap "
         f"to temperature scaling ({gap[0]:.3f} [{gap[1]:.3f}, {gap[2]:.3f}]). {rest}"
         f"R = {reg:.3f} on the last epoch, validation conf-ECE rises from {first:.3f} after epoch "
-        f"1 to {last:.3f} at the last epoch, which RCFT keeps"
-        + (
-            "; the cross-entropy term's fit outweighs the regulariser at this lambda."
-            if share < 0.5
-            else "."
-        ),
+        f"1 to {last:.3f} at the last epoch, which RCFT keeps{why}",
     ]
 
 
