@@ -699,11 +699,9 @@ def save(r: dict[str, Any]) -> None:
             if key in disk or key in r:
                 r[key] = {**disk.get(key, {}), **r.get(key, {})}
         if "commands" in disk or "commands" in r:
-            mine = r.get("commands", {})
-            r["commands"] = {**disk.get("commands", {}), **mine}
-            for k, c in disk.get("commands", {}).items():
-                if k in mine:
-                    r["commands"][k] = merge_command(c, mine[k])
+            on_disk = disk.get("commands", {})
+            mine = {k: merge_command(on_disk.get(k), c) for k, c in r.get("commands", {}).items()}
+            r["commands"] = {**on_disk, **mine}
         theirs = {k: c for k, c in disk.get("cells", {}).items() if k not in r["cells"]}
         if theirs:
             r["cells"].update(theirs)
@@ -1687,10 +1685,15 @@ def causal_section(r: dict[str, Any], cells: dict[str, Any], setting: str) -> li
     return lines
 
 
+def mmlu_started(r: dict[str, Any], cells: dict[str, Any]) -> bool:
+    """Whether MMLU-internal has a base cell: its block is rendered, and it is not listed as missing."""
+    return "mmlu" in r.get("n", {}) and bool(seeds_with(cells, ["base"], "mmlu"))
+
+
 def not_yet_measured(r: dict[str, Any], cells: dict[str, Any]) -> list[str]:
     """What the README's last line lists as left to measure (empty once the protocol is complete;
     extra stages such as ``rcft_heldout`` are not part of it)."""
-    mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
+    mmlu = mmlu_started(r, cells)
     left = {
         "obqa": sorted(set(range(5)) - set(seeds_with(cells, list(STAGES)))),
         **{c: sorted(set(range(5)) - set(seeds_with(cells, ["base"], c))) for c in CAUSAL_SETTINGS},
@@ -1756,7 +1759,7 @@ def render(r: dict[str, Any]) -> str:
     for setting in CAUSAL_SETTINGS:  # (b) always, (b2)-(b4) once they have a seed
         if setting == "causal" or seeds_with(cells, ["base"], setting):
             lines += ["", *causal_section(r, cells, setting)]
-    mmlu = "mmlu" in r.get("n", {}) and seeds_with(cells, ["base"], "mmlu")
+    mmlu = mmlu_started(r, cells)
     if mmlu:
         lines += ["", *mmlu_section(r, cells)]
     if seeds_with(cells, ["base"], "obqa_wide"):
