@@ -1350,7 +1350,8 @@ def render_glance() -> list[str]:
     n_seeds = len(FULL_GLUE_SEEDS)
     if len(full) == n_seeds:
         mean, lo, hi = _interval([_dev(c, "S0") - _dev(c, "S4") for c in full])
-        h_gap, h_verdict = f"gap {mean:.1f} [{lo:.1f}, {hi:.1f}]", _within_3(lo, hi)
+        h_gap = f"gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over {n_seeds} seeds"
+        h_verdict = _within_3(lo, hi)
     else:
         where = "; ".join(f"seed {p['seed']} {_stage_now(p)}" for p in pending)
         h_gap = (f"{len(full)} of {n_seeds} seeds distilled"
@@ -1397,7 +1398,7 @@ def render_glance() -> list[str]:
                     f"{mm['identical_logits']} ((c)) | {'met' if ok else '**missed**'} |")  # fmt: skip
     groups = _full_glue_cells()
     for task in ("CoLA", "RTE"):
-        parts = []
+        parts, verdict = [], "students on the full training set not yet measured"
         for (t, n, teacher_only), cells in sorted(
             groups.items(), key=lambda kv: (-1 if kv[0][1] is None else kv[0][1], kv[0][2])
         ):
@@ -1409,13 +1410,19 @@ def render_glance() -> list[str]:
                              f"({len(cells)} seeds)")  # fmt: skip
                 continue
             done = [c for c in cells if not c.get("gate_stopped")]
+            gap = ""
+            if len(done) > 1:
+                mean, lo, hi = _interval([_dev(c, "S0") - _dev(c, "S4") for c in done])
+                gap = f", paired gap teacher − S4 {mean:.1f} [{lo:.1f}, {hi:.1f}]"
             parts.append(f"{size}: {len(done)} of {len(cells)} seeds distilled"
                          + (f" (the teacher gate stopped {len(cells) - len(done)})"
-                            if len(done) < len(cells) else ""))  # fmt: skip
+                            if len(done) < len(cells) else "") + gap)  # fmt: skip
+            if n is None and len(cells) == len(FULL_GLUE_SEEDS):
+                verdict = ("the teacher gate stopped every seed: no student rows" if not done
+                           else "measured (no target beyond the table)")  # fmt: skip
         if parts:
             rows.append(f"| {task} student rows ({FULL_GLUE_METRIC[task]}; issue) | "
-                        f"{'; '.join(parts)} ((h)) | students on the full training set not yet "
-                        "measured |")  # fmt: skip
+                        f"{'; '.join(parts)} ((h)) | {verdict} |")  # fmt: skip
     if not rows:
         return []
     rows.append(
