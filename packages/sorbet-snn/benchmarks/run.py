@@ -1180,8 +1180,7 @@ def render_sst2_session() -> list[str]:
         return []
     p = ses["protocol"]
     full = _load("full_sst2") or {}
-    seeds = [s for s in p["seeds"] if str(s) in ses["seeds"]]
-    cells = [ses["seeds"][str(s)] for s in seeds]
+    seeds, cells = _session_cells(ses)
     out = [f"**(g) SST-2 in one command, {len(p['seeds'])} seeds** (`python benchmarks/run.py "
            f"--only sst2_session --resume`; {p['train_subset']:,} training examples, "
            f"{p['val_size']} more held out for validation, dev = the 872 GLUE dev sentences; "
@@ -1195,7 +1194,7 @@ def render_sst2_session() -> list[str]:
     gaps, rows = _stage_table(seeds, cells)
     out += rows
     teach = [_dev(c, "S0") for c in cells]
-    t_met = all(t >= 87.0 for t in teach)
+    t_met = _teacher_met(teach)
     more = ""
     if full.get("seeds", {}).get("0", {}).get("stages", {}).get("S0", {}).get("dev"):
         more = (
@@ -1210,6 +1209,22 @@ def render_sst2_session() -> list[str]:
             out += _session_diagnosis(cells, min(gaps) > 3, not t_met, full)
         return out
     return out + _gap_verdict(cells, gaps, t_met, full)
+
+
+def _session_cells(ses: dict) -> tuple[list[int], list[dict]]:
+    """The finished seeds of (g) and their cells, in protocol order."""
+    seeds = [s for s in ses["protocol"]["seeds"] if str(s) in ses["seeds"]]
+    return seeds, [ses["seeds"][str(s)] for s in seeds]
+
+
+def _teacher_met(teach: list[float]) -> bool:
+    """The SST-2 teacher target: ≥ 87 % dev on every seed."""
+    return all(t >= 87.0 for t in teach)
+
+
+def _gaps(cells: list[dict]) -> list[float]:
+    """The paired gaps teacher − S4 (dev points) of a study's seeds."""
+    return [_dev(c, "S0") - _dev(c, "S4") for c in cells]
 
 
 def _teacher_line(teach: list[float], t_met: bool, more: str = "") -> str:
@@ -1237,7 +1252,7 @@ def _stage_table(seeds: list, cells: list[dict]) -> tuple[list[float], list[str]
            "class | gap S0 − S4 (points) | S4/S3 agreement | firing rate | E_ANN / E_SNN | "
            "wall (min) |", "|---" * 12 + "|"]  # fmt: skip
     stages = ("S0", "S1", "S2", "S3", "S4")
-    gaps = [_dev(c, "S0") - _dev(c, "S4") for c in cells]
+    gaps = _gaps(cells)
     for seed, c, gap in zip(seeds, cells, gaps):
         e = c["energy"]
         out.append(f"| {seed} | " + " | ".join(f"{_dev(c, st):.1f}" for st in stages) +
@@ -1297,8 +1312,7 @@ def render_full_glue() -> list[str]:
                    f"S1 step (batch 32) were measured; one SST-2 seed was projected at "
                    f"{pl['projected_sst2_seed_s']} s with {pl['left_s']} s left: {what}.\n")  # fmt: skip
     for task in FULL_GLUE:
-        keys = sorted((k for k in groups if k[0] == task),
-                      key=lambda k: (-1 if k[1] is None else k[1], k[2]))  # fmt: skip
+        keys = sorted((k for k in groups if k[0] == task), key=_group_order)
         mine = [p for p in pending if p["task"] == task]
         if not keys and not mine:
             out.append(f"*{task}*: not run.\n")
@@ -1308,6 +1322,12 @@ def render_full_glue() -> list[str]:
             out += render(task, key[1], groups[key])
         out += [_render_full_glue_pending(p) for p in mine]
     return out
+
+
+def _group_order(key: tuple[str, int | None, bool]) -> tuple[int, bool]:
+    """(h) groups of one task in README order: all training examples first, then subsets by
+    size; teacher-only runs before the distilled ones of the same size."""
+    return (-1 if key[1] is None else key[1], key[2])
 
 
 def _full_glue_pending() -> list[dict]:
@@ -1325,11 +1345,16 @@ def _size_text(n: int | None) -> str:
     return "all training examples" if n is None else f"a seeded training subset of {n:,}"
 
 
+def _at_step(st: dict) -> str:
+    """A partial stage's step, as the README writes it."""
+    return f"at step {st['step']:,} of {st['steps']:,}"
+
+
 def _stage_now(p: dict) -> str:
     """Where an interrupted (h) run stands: the first stage not done, with its step."""
     for stage, st in p["stages"].items():
         if st["status"] == "partial":
-            return f"{stage} at step {st['step']:,} of {st['steps']:,}"
+            return f"{stage} {_at_step(st)}"
         if st["status"] != "done":
             return f"{stage} not started"
     return "all stages done, evaluation pending"
@@ -1340,16 +1365,15 @@ def render_glance() -> list[str]:
     JSON as the lettered sections below (which give the recipes, the tables and the diagnoses)."""
     rows = []
     ses = _load("sst2_session")
-    g_cells = [ses["seeds"][str(s)] for s in ses["protocol"]["seeds"]
-               if str(s) in ses["seeds"]] if ses else []  # fmt: skip
-    full = [c for c in _full_glue_cells().get(("SST-2", None, False), [])
-            if not c.get("gate_stopped")]  # fmt: skip
+    g_cells = _session_cells(ses)[1] if ses else []
+    groups = _full_glue_cells()
+    full = [c for c in groups.get(("SST-2", None, False), []) if not c.get("gate_stopped")]
     pending = [p for p in _full_glue_pending()
                if p["task"] == "SST-2" and p["recipe"]["train_subset"] is None
                and not p.get("teacher_only")]  # fmt: skip
     n_seeds = len(FULL_GLUE_SEEDS)
     if len(full) == n_seeds:
-        mean, lo, hi = _interval([_dev(c, "S0") - _dev(c, "S4") for c in full])
+        mean, lo, hi = _interval(_gaps(full))
         h_gap = f"gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over {n_seeds} seeds"
         h_verdict = _within_3(lo, hi)
     else:
@@ -1361,7 +1385,7 @@ def render_glance() -> list[str]:
                 f"gap teacher − S4, 95 % t interval, {n_seeds} seeds) | all training examples "
                 f"((h)): {h_gap} | {h_verdict} |")  # fmt: skip
     if len(g_cells) >= 2:
-        mean, lo, hi = _interval([_dev(c, "S0") - _dev(c, "S4") for c in g_cells])
+        mean, lo, hi = _interval(_gaps(g_cells))
         rows.append(f"| same, at the one-command CPU budget | {ses['protocol']['train_subset']:,} "
                     f"training examples ((g)): gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over "
                     f"{len(g_cells)} seeds | {_within_3(lo, hi)} |")  # fmt: skip
@@ -1372,13 +1396,13 @@ def render_glance() -> list[str]:
         t_text += ("; validation (held out of train) of the teachers of the runs in progress: "
                    + ", ".join(f"{100 * p['stages']['S0']['val_main']:.1f}" for p in done_s0))  # fmt: skip
     t_verdict = ("not yet measured" if len(teach_h) < n_seeds
-                 else "met" if min(teach_h) >= 87 else "**missed**")  # fmt: skip
+                 else "met" if _teacher_met(teach_h) else "**missed**")  # fmt: skip
     rows.append(f"| SST-2 teacher ≥ 87 % dev on every seed (issue) | all training examples "
                 f"((h)): {t_text} | {t_verdict} |")  # fmt: skip
     if g_cells:
         teach_g = [_dev(c, "S0") for c in g_cells]
         rows.append(f"| same, at the one-command CPU budget | ((g)): dev {_fmt(teach_g)} | "
-                    f"{'met' if min(teach_g) >= 87 else '**missed**'} |")  # fmt: skip
+                    f"{'met' if _teacher_met(teach_g) else '**missed**'} |")  # fmt: skip
     acc = _load("energy_accounts")
     if acc:
         ours = [r["ours_ratio"] for r in acc["runs"]]
@@ -1396,14 +1420,11 @@ def render_glance() -> list[str]:
         rows.append(f"| closed-form spiking forward ≥ {speed['target_speedup']:g}x faster than the "
                     f"step simulator, identical logits | {mm['speedup']:.1f}x, identical "
                     f"{mm['identical_logits']} ((c)) | {'met' if ok else '**missed**'} |")  # fmt: skip
-    groups = _full_glue_cells()
     for task in ("CoLA", "RTE"):
         parts, verdict = [], "students on the full training set not yet measured"
-        for (t, n, teacher_only), cells in sorted(
-            groups.items(), key=lambda kv: (-1 if kv[0][1] is None else kv[0][1], kv[0][2])
-        ):
-            if t != task:
-                continue
+        for key in sorted((k for k in groups if k[0] == task), key=_group_order):
+            _, n, teacher_only = key
+            cells = groups[key]
             size = "all training examples" if n is None else f"{n:,} examples"
             if teacher_only:
                 parts.append(f"{size}, teacher only: dev {_fmt([_dev(c, 'S0') for c in cells])} "
@@ -1412,7 +1433,7 @@ def render_glance() -> list[str]:
             done = [c for c in cells if not c.get("gate_stopped")]
             gap = ""
             if len(done) > 1:
-                mean, lo, hi = _interval([_dev(c, "S0") - _dev(c, "S4") for c in done])
+                mean, lo, hi = _interval(_gaps(done))
                 gap = f", paired gap teacher − S4 {mean:.1f} [{lo:.1f}, {hi:.1f}]"
             parts.append(f"{size}: {len(done)} of {len(cells)} seeds distilled"
                          + (f" (the teacher gate stopped {len(cells) - len(done)})"
@@ -1455,7 +1476,7 @@ def _render_full_glue_pending(p: dict) -> str:
                 if st.get("best_val") is None
                 else f", best validation {100 * st['best_val']:.1f}"
             )
-            stages.append(f"{stage} at step {st['step']:,} of {st['steps']:,}{best}")
+            stages.append(f"{stage} {_at_step(st)}{best}")
         else:
             stages.append(f"{stage} not started")
     wall = sum(x["wall_s"] for x in p["sittings"]) / 60
@@ -1520,7 +1541,7 @@ def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list
                        "budget).\n")  # fmt: skip
         return out
     teach = [_dev(c, "S0") for c in done]
-    t_met = len(done) == len(FULL_GLUE_SEEDS) and all(t >= 87.0 for t in teach)
+    t_met = len(done) == len(FULL_GLUE_SEEDS) and _teacher_met(teach)
     out.append(_teacher_line(teach, t_met))
     if len(done) < len(FULL_GLUE_SEEDS):
         out.append(f"{len(done)} of {len(FULL_GLUE_SEEDS)} seeds distilled: the paired gap and its "
