@@ -27,11 +27,15 @@ glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through 
     .json, so runs can go in parallel and on other machines; meant for a GPU (--device cuda), since
     one SST-2 seed is many CPU hours here; --max-minutes M stops a run in time (stage saved in
     --work, progress in results/full_glue/progress/) and the same command continues it.
+(i) length_gap: accuracy by sentence length (words) of the teacher and every stage of the finished
+    SST-2 seeds of --study (sst2_session: (g); full_glue: (h)), re-evaluated from the checkpoints
+    in --work on the validation split each seed held out and on dev; writes
+    results/length_gap_<study>.json.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
-    recipe energy_accounts full_sst2 sst2_session glue_extra full_glue]
+    recipe energy_accounts full_sst2 sst2_session glue_extra full_glue length_gap]
     [--data DIR] [--render-only] [--resume] [--paper-scale]
-    [--work DIR] [--max-minutes M] [--tasks T ...] [--seeds S ...] [--device D]
+    [--work DIR] [--max-minutes M] [--tasks T ...] [--seeds S ...] [--device D] [--study S]
 """
 
 from __future__ import annotations
@@ -592,6 +596,92 @@ def _full_glue_cells() -> dict[tuple[str, int | None, bool], list[dict]]:
     return out
 
 
+LENGTH_BINS = ((1, 10), (11, 20), (21, None))  # words per sentence; fixed before any result
+LENGTH_STUDIES = {  # study -> (its recipe, default checkpoint folder): the SST-2 studies with S4
+    "sst2_session": (SST2_SESSION, SESSION_WORK),
+    "full_glue": (FULL_GLUE["SST-2"], FULL_GLUE_WORK / "SST-2"),
+}
+LENGTH_STAGES = ("S0", "S1", "S2", "S3", "S4")
+
+
+def _length_bin(words: int) -> int:
+    return next(
+        i for i, (lo, hi) in enumerate(LENGTH_BINS) if words >= lo and (hi is None or words <= hi)
+    )
+
+
+def _study_splits(folder: Path, recipe: dict, seed: int) -> dict:
+    """The validation split a study seed held out of train (the seeded permutation of
+    ``run_distill``; checked against the recorded accuracies by the caller) and the dev split."""
+    from sorbet_snn.data import load_glue
+
+    train = load_glue(folder, "train")
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed)).tolist()
+    val_n = min(recipe["val_size"], max(1, len(order) // 5))
+    return {"val": train.subset(order[:val_n]), "dev": load_glue(folder, "dev")}
+
+
+def _study_seed_cells(study: str) -> dict[int, dict]:
+    """The finished SST-2 seeds of a study ((g) or (h) on all training examples) by seed."""
+    if study == "sst2_session":
+        ses = _load("sst2_session") or {"protocol": {"seeds": []}, "seeds": {}}
+        seeds, cells = _session_cells(ses)
+        return dict(zip(seeds, cells))
+    done = _full_glue_cells().get(("SST-2", None, False), [])
+    return {c["seed"]: c for c in done if not c.get("gate_stopped")}
+
+
+def bench_length_gap(data_root: Path, study: str, work: Path) -> dict:
+    """(i): accuracy by sentence length (``LENGTH_BINS``) of the teacher and of every student stage
+    of each finished SST-2 seed of ``study``, on its held-out validation split and on dev, from its
+    checkpoints in ``work``. Every model's accuracy on the whole split must equal the one its run
+    recorded (the check that the validation split is the one held out)."""
+    from sorbet_snn.data import encode
+    from sorbet_snn.distill import predict
+    from sorbet_snn.experiments import load_model
+
+    recipe, _ = LENGTH_STUDIES[study]
+    folder = data_root / "glue" / "SST-2"
+    cells = _study_seed_cells(study)
+    if not cells:
+        raise SystemExit(f"length_gap: no finished SST-2 seed of {study} (run it first)")
+    out: dict = {"study": study, "bins": LENGTH_BINS, "seeds": {}}
+    for seed, cell in cells.items():
+        splits = _study_splits(folder, recipe, seed)
+        bins = {name: [_length_bin(len(t.split())) for t in sp.text_a]
+                for name, sp in splits.items()}  # fmt: skip
+        row: dict = {"n": {name: [b.count(i) for i in range(len(LENGTH_BINS))]
+                              for name, b in bins.items()}, "correct": {}}  # fmt: skip
+        for stage in LENGTH_STAGES:
+            path = (_stage_out(work, seed, stage) / "stages" / stage if stage != "S4"
+                    else _stage_out(work, seed, stage) / "snn")  # fmt: skip
+            model, tokenizer, _ = load_model(path)
+            row["correct"][stage] = {}
+            for name, sp in splits.items():
+                data = encode(tokenizer, sp, recipe["max_len"])
+                right = (predict(model, data) == data["labels"]).tolist()
+                recorded = _recorded(cell, stage, name)
+                if recorded is not None and abs(sum(right) / len(right) - recorded) > 1e-9:
+                    raise SystemExit(f"length_gap: {study} seed {seed} {stage} {name} accuracy "
+                                     f"{sum(right) / len(right):.4f} != recorded {recorded:.4f}")  # fmt: skip
+                row["correct"][stage][name] = [
+                    sum(r for r, b in zip(right, bins[name]) if b == i)
+                    for i in range(len(LENGTH_BINS))
+                ]
+            print(f"length_gap: {study} seed {seed} {stage} done", flush=True)
+        out["seeds"][str(seed)] = row
+    return out
+
+
+def _recorded(cell: dict, stage: str, split: str) -> float | None:
+    """The accuracy a study seed's run recorded for ``stage`` on ``split`` (val: the selected
+    checkpoint's; S4 has none on val)."""
+    st = cell["teacher_stage"] if stage == "S0" else cell["stages"][stage]
+    if split == "dev":
+        return st["dev"]["main"]
+    return st.get("val")
+
+
 MINILM = {"layers": 6, "hidden": 384}  # the teacher's shape, for the offset-adds of the attention
 
 
@@ -930,6 +1020,7 @@ def render() -> str:
     out += render_full_sst2()
     out += render_sst2_session()
     out += render_full_glue()
+    out += render_length_gap()
     return "\n".join(out).strip() + "\n"
 
 
@@ -1628,6 +1719,101 @@ def _session_diagnosis(cells: list[dict], gap_missed: bool, teacher_missed: bool
     return text
 
 
+LENGTH_STUDY_NAMES = {
+    "sst2_session": "(g) 5,000-example subset",
+    "full_glue": "(h) all training examples",
+}
+
+
+def render_length_gap() -> list[str]:
+    """(i): where the SST-2 gap sits by sentence length, per study that has been measured."""
+    out = []
+    for study, label in LENGTH_STUDY_NAMES.items():
+        res = _load(f"length_gap_{study}")
+        if res:
+            out += _render_length_study(res, label)
+    if not out:
+        return []
+    return ["**(i) The SST-2 gap by sentence length** (`python benchmarks/run.py --only length_gap "
+            "--study sst2_session|full_glue --work WORK`: the teacher and every stage of each "
+            "finished seed re-evaluated from its checkpoints on the validation examples it held "
+            "out of train and on dev; the accuracy of every model on each whole split equals the "
+            "one its run recorded; length = whitespace words; the bins were fixed before any "
+            "result)\n", *out]  # fmt: skip
+
+
+def _bin_text(lo: int, hi: int | None) -> str:
+    return f"≤ {hi}" if lo == 1 else f"≥ {lo}" if hi is None else f"{lo}–{hi}"
+
+
+def _render_length_study(res: dict, label: str) -> list[str]:
+    """One study of (i): per split and length bin the accuracies and the paired gaps, then whether
+    length explains the gap read on validation against dev's."""
+    rows = [res["seeds"][s] for s in sorted(res["seeds"], key=int)]
+    bins = [*range(len(res["bins"])), None]  # None: the whole split
+
+    def count(r: dict, key: list, split: str, b: int | None) -> int:
+        return sum(key[split][i] for i in (range(len(res["bins"])) if b is None else [b]))
+
+    def acc(r: dict, stage: str, split: str, b: int | None) -> float:
+        return 100 * count(r, r["correct"][stage], split, b) / count(r, r["n"], split, b)
+
+    def gap(stage: str, split: str, b: int | None) -> list[float]:
+        """Per seed: teacher − ``stage`` accuracy (points)."""
+        return [acc(r, "S0", split, b) - acc(r, stage, split, b) for r in rows]
+
+    def share(split: str, b: int) -> float:
+        """Mean share (%) of the split's examples in bin ``b``."""
+        return statistics.mean(100 * count(r, r["n"], split, b) / sum(r["n"][split]) for r in rows)
+
+    def iv(diffs: list[float], sign: str = "") -> str:
+        mean, lo, hi = _interval(diffs)
+        return f"{mean:{sign}.1f} [{lo:{sign}.1f}, {hi:{sign}.1f}]"
+
+    out = [f"*{label}*, {len(rows)} seeds (accuracy %, mean over seeds; gap = teacher − stage, "
+           "points, mean and 95 % t interval over seeds)\n",
+           "| split | words | examples per seed (share of split) | teacher S0 | S1 | S4 spiking | "
+           "gap S0 − S1 | gap S0 − S4 |", "|---" * 8 + "|"]  # fmt: skip
+    for split, name in (("val", "validation (held out of train)"), ("dev", "dev")):
+        for b in bins:
+            if any(count(r, r["n"], split, b) == 0 for r in rows):
+                continue
+            n = statistics.mean(count(r, r["n"], split, b) for r in rows)
+            words = "all" if b is None else _bin_text(*res["bins"][b])
+            accs = [
+                statistics.mean(acc(r, st, split, b) for r in rows) for st in ("S0", "S1", "S4")
+            ]
+            out.append(f"| {name} | {words} | {n:.0f} ({100 if b is None else share(split, b):.0f} "
+                       f"%) | " + " | ".join(f"{a:.1f}" for a in accs)
+                       + f" | {iv(gap('S1', split, b))} | {iv(gap('S4', split, b))} |")  # fmt: skip
+    out.append("")
+    short, long = 0, len(res["bins"]) - 1
+    notes = []
+    if all(count(r, r["n"], "val", b) for r in rows for b in bins[:-1]):
+        # the validation gap re-weighted to dev's length mix: does length explain val vs dev?
+        per_bin = [gap("S4", "val", b) for b in bins[:-1]]
+        reweighted = [sum(share("dev", b) / 100 * per_bin[b][k] for b in bins[:-1])
+                      for k in range(len(rows))]  # fmt: skip
+        notes.append(f"Held-out validation is drawn from SST-2's training phrases: "
+                     f"{share('val', short):.0f} % of it has {_bin_text(*res['bins'][short])} "
+                     f"words against {share('dev', short):.0f} % of dev. Its S4 gap, "
+                     f"{_interval(gap('S4', 'val', None))[0]:.1f} points, re-weighted to dev's "
+                     f"length mix is {iv(reweighted)}, against {iv(gap('S4', 'dev', None))} "
+                     "measured on dev.")  # fmt: skip
+    long_short = [a - b for a, b in zip(gap("S4", "dev", long), gap("S4", "dev", short))]
+    _, lo, hi = _interval(long_short)
+    trend = ("larger on long sentences" if lo > 0 else "smaller on long sentences" if hi < 0
+             else "not shown to depend on length")  # fmt: skip
+    notes.append(f"On dev, the S4 gap on sentences of {_bin_text(*res['bins'][long])} words minus "
+                 f"the gap on sentences of {_bin_text(*res['bins'][short])} words is "
+                 f"{iv(long_short, '+')} points: the gap is {trend}.")  # fmt: skip
+    if lo > 0 and share("dev", long) > share("dev", short):
+        notes.append("So the student loses most on the long sentences that make up most of dev, "
+                     "and a validation split of training phrases, which holds few of them, reads "
+                     "a smaller gap than dev's.")  # fmt: skip
+    return [*out, " ".join(notes) + "\n"]
+
+
 def render_energy_accounts() -> list[str]:
     acc = _load("energy_accounts")
     if not acc:
@@ -1722,11 +1908,14 @@ def main(argv: list[str] | None = None) -> int:
             "sst2_session",
             "glue_extra",
             "full_glue",
+            "length_gap",
         ],
         help="benchmarks to run (recipe: the S1 learning-rate / loss / stage-split study; "
         "full_sst2: the full-data study in sittings; sst2_session: 3 seeds on an SST-2 subset in "
         "one command; glue_extra: CoLA and STS-B columns of table (a); full_glue: full training "
-        "sets of SST-2, CoLA and RTE, one run per --tasks x --seeds, meant for --device cuda)",
+        "sets of SST-2, CoLA and RTE, one run per --tasks x --seeds, meant for --device cuda; "
+        "length_gap: accuracy by sentence length of every stage of the finished SST-2 seeds of "
+        "--study, from their checkpoints in --work)",
     )
     parser.add_argument("--tasks", nargs="+", default=list(FULL_GLUE), choices=list(FULL_GLUE),
                         help="full_glue: the tasks to run (default: all three)")  # fmt: skip
@@ -1739,6 +1928,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--teacher-only", action="store_true",
                         help="full_glue: fine-tune the teacher (S0) only, no students; written to "
                         "results/full_glue/<task>[-n<N>]-teacher-seed<S>.json")  # fmt: skip
+    parser.add_argument("--study", default="full_glue", choices=list(LENGTH_STUDIES),
+                        help="length_gap: the SST-2 study to re-evaluate (sst2_session: (g); "
+                        "full_glue: (h) on all training examples; default full_glue)")  # fmt: skip
     parser.add_argument("--device", default="cpu",
                         help="full_glue: torch device of the runs (cpu, cuda, cuda:N)")  # fmt: skip
     parser.add_argument("--paper-scale", action="store_true",
@@ -1788,7 +1980,9 @@ def main(argv: list[str] | None = None) -> int:
                 "full_glue": lambda: bench_full_glue(args.data, args.work or FULL_GLUE_WORK,
                                                      args.tasks, args.seeds, args.device,
                                                      args.train_subset, args.teacher_only,
-                                                     args.max_minutes)}  # fmt: skip
+                                                     args.max_minutes),
+                "length_gap": lambda: bench_length_gap(
+                    args.data, args.study, args.work or LENGTH_STUDIES[args.study][1])}  # fmt: skip
         for name in (
             "spike_speed",
             "synthetic",
@@ -1799,6 +1993,7 @@ def main(argv: list[str] | None = None) -> int:
             "sst2_session",
             "glue_extra",
             "full_glue",
+            "length_gap",
         ):
             if name not in args.only:
                 continue
@@ -1816,6 +2011,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             if name == "glue" and args.paper_scale:
                 name = "glue_paper_scale"
+            if name == "length_gap":
+                name = f"length_gap_{args.study}"
             if name == "full_glue":  # its runs wrote their own files (parallel runs share none)
                 print(f"full_glue: {payload['ran']} ({payload['wall_time_s']:.0f} s)"
                       + (f"; {payload['stopped']}" if payload.get("stopped") else ""),
