@@ -31,9 +31,11 @@ glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through 
     SST-2 seeds of --study (sst2_session: (g); full_glue: (h)), re-evaluated from the checkpoints
     in --work on the validation split each seed held out and on dev; writes
     results/length_gap_<study>.json.
+(j) s1_epochs: S1 of each finished (g) seed distilled again for 3 epochs instead of one, from the same
+    teacher and validation split (checkpoints in --work, the (g) folder): paired with (g)'s S1.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
-    recipe energy_accounts full_sst2 sst2_session glue_extra full_glue length_gap]
+    recipe energy_accounts full_sst2 sst2_session glue_extra full_glue length_gap s1_epochs]
     [--data DIR] [--render-only] [--resume] [--paper-scale]
     [--work DIR] [--max-minutes M] [--tasks T ...] [--seeds S ...] [--device D] [--study S]
 """
@@ -260,6 +262,13 @@ def _stage_out(work: Path, seed: int, stage: str) -> Path:
     return work / f"seed{seed}" / ("teacher" if stage == "S0" else "student")
 
 
+def _val_history(out: Path, stage: str) -> list[tuple[int, float]]:
+    """(step, validation main metric) at every check of ``stage`` of the run in ``out``."""
+    from sorbet_snn.distill import stage_progress
+
+    return [(h["step"], h["main"]) for h in stage_progress(out, stage).get("history", [])]
+
+
 def _run_seed(recipe: dict, folder: Path, work: Path, seed: int, budget, after_teacher,
               gate_stops: bool = False, device: str = "cpu",
               teacher_only: bool = False) -> dict:  # fmt: skip
@@ -270,14 +279,9 @@ def _run_seed(recipe: dict, folder: Path, work: Path, seed: int, budget, after_t
     ``gate_stops``, a teacher that fails the teacher gate ends the seed after S0 (``gate_stopped``
     holds the gate's line) instead of raising."""
     from sorbet_snn import ConfigError, run_distill
-    from sorbet_snn.distill import stage_progress
 
     def curves(stages: tuple[str, ...]) -> dict:
-        out = {}
-        for stage in stages:
-            hist = stage_progress(_stage_out(work, seed, stage), stage).get("history", [])
-            out[stage] = [(h["step"], h["main"]) for h in hist]
-        return out
+        return {stage: _val_history(_stage_out(work, seed, stage), stage) for stage in stages}
 
     t_cfg = _study_config(recipe, folder, work, seed, budget(f"seed {seed} S0"), False, device)
     t_res = run_distill(t_cfg, _stage_out(work, seed, "S0"), log=print)
@@ -440,6 +444,41 @@ def bench_sst2_session(data_root: Path, work: Path, resume: bool) -> dict:
               f"{100 * res['stages']['S4']['dev']['main']:.1f} gap {gap:.1f} "
               f"({res['wall_s']} s)", flush=True)  # fmt: skip
     return payload
+
+
+S1_EPOCHS = 3.0  # (j): S1 of (g) trained this many epochs instead of one; fixed before the run
+
+
+def bench_s1_epochs(data_root: Path, work: Path) -> dict:
+    """(j): S1 of every finished (g) seed distilled again for ``S1_EPOCHS`` epochs from the same
+    fine-tuned teacher, data split and validation checks as (g)'s one-epoch S1 (checkpoint selected
+    on validation), so the two are paired per seed. Checkpoints in ``work``/seed<S>/s1_epochs<E>
+    (the (g) work folder, which holds the teachers); a finished seed is kept."""
+    import dataclasses
+
+    from sorbet_snn import run_distill
+
+    folder = data_root / "glue" / "SST-2"
+    seeds, _ = _session_cells(_load("sst2_session") or {"protocol": {"seeds": []}, "seeds": {}})
+    if not seeds:
+        raise SystemExit("s1_epochs: no finished (g) seed (run --only sst2_session first)")
+    recipe = {**SST2_SESSION, "epochs": S1_EPOCHS}
+    out: dict = {"epochs": S1_EPOCHS, "recipe": recipe, "seeds": {}}
+    for seed in seeds:
+        if not (work / f"seed{seed}" / "teacher" / "stages" / "S0").is_dir():
+            raise SystemExit(f"s1_epochs: {work}/seed{seed}/teacher/stages/S0 not found (--work: "
+                             "the (g) checkpoint folder)")  # fmt: skip
+        cfg = dataclasses.replace(_study_config(recipe, folder, work, seed, None, True),
+                                  stages=("S1",))  # fmt: skip
+        stage_dir = work / f"seed{seed}" / f"s1_epochs{S1_EPOCHS:g}"
+        start = time.time()
+        res = run_distill(cfg, stage_dir, log=print)
+        hist = _val_history(stage_dir, "S1")
+        out["seeds"][str(seed)] = {**res.stages["S1"], "val_curve": hist,
+                                   "wall_s": round(time.time() - start)}  # fmt: skip
+        print(f"s1_epochs: seed {seed} S1 dev {res.stages['S1']['dev']['main']:.4f} val "
+              f"{res.stages['S1']['val']:.4f}", flush=True)  # fmt: skip
+    return out
 
 
 GLUE_EXTRA = {  # (a)'s CoLA and STS-B columns through the generic GLUE loader: the (g) recipe
@@ -1021,6 +1060,7 @@ def render() -> str:
     out += render_sst2_session()
     out += render_full_glue()
     out += render_length_gap()
+    out += render_s1_epochs()
     return "\n".join(out).strip() + "\n"
 
 
@@ -1719,6 +1759,50 @@ def _session_diagnosis(cells: list[dict], gap_missed: bool, teacher_missed: bool
     return text
 
 
+def render_s1_epochs() -> list[str]:
+    """(j): S1 at ``S1_EPOCHS`` epochs against (g)'s one-epoch S1, paired per seed."""
+    res, ses = _load("s1_epochs"), _load("sst2_session")
+    if not res or not ses:
+        return []
+    seeds = sorted(res["seeds"], key=int)
+    one = [ses["seeds"][s]["stages"]["S1"] for s in seeds]
+    many = [res["seeds"][s] for s in seeds]
+    teach = [100 * ses["seeds"][s]["teacher_dev"]["main"] for s in seeds]
+    e = f"{res['epochs']:g}"
+    out = [f"**(j) S1 epochs: 1 against {e} on the (g) subset** (`python benchmarks/run.py --only "
+           f"s1_epochs --work WORK`, WORK = (g)'s checkpoints: S1 of each (g) seed distilled again "
+           f"for {e} epochs from the same teacher, training examples and validation checks; "
+           "checkpoint selected on validation; rule fixed before the run: more epochs are selected "
+           "only if their validation accuracy is ahead, paired over seeds)\n",
+           f"| seed | teacher S0 dev | S1, 1 epoch: validation / dev (best step of N) | S1, {e} "
+           f"epochs: validation / dev (best step of N) | dev {e} − 1 epoch |",
+           "|---" * 5 + "|"]  # fmt: skip
+
+    def cell(st: dict) -> str:
+        return (f"{100 * st['val']:.1f} / {100 * st['dev']['main']:.1f} ({st['best_step']} of "
+                f"{st['steps']})")  # fmt: skip
+
+    d_dev = [100 * (m["dev"]["main"] - o["dev"]["main"]) for o, m in zip(one, many)]
+    d_val = [100 * (m["val"] - o["val"]) for o, m in zip(one, many)]
+    for s, t, o, m, d in zip(seeds, teach, one, many, d_dev):
+        out.append(f"| {s} | {t:.1f} | {cell(o)} | {cell(m)} | {d:+.1f} |")
+    out.append("")
+    if len(seeds) < 2:
+        return [*out, "One seed: no interval yet.\n"]
+    (mv, lv, hv), (md, ld, hd) = _interval(d_val), _interval(d_dev)
+    picked = f"{e} epochs" if _verdict(lv, hv) == "ahead" else "1 epoch"
+    gaps = {n: [t - 100 * st["dev"]["main"] for t, st in zip(teach, arm)]
+            for n, arm in (("1", one), (e, many))}  # fmt: skip
+    at_end = sum(m["best_step"] == m["steps"] for m in many)
+    out.append(f"{e} − 1 epoch, paired over {len(seeds)} seeds (95 % t interval): validation "
+               f"{mv:+.1f} [{lv:+.1f}, {hv:+.1f}] points (**{_verdict(lv, hv)}**), dev {md:+.1f} "
+               f"[{ld:+.1f}, {hd:+.1f}] (**{_verdict(ld, hd)}**). Selected on validation: "
+               f"**{picked}**. Teacher − S1 on dev: {_fmt(gaps['1'])} points at 1 epoch, "
+               f"{_fmt(gaps[e])} at {e}; the {e}-epoch checkpoint was the last one in {at_end} of "
+               f"{len(seeds)} seeds.\n")  # fmt: skip
+    return out
+
+
 LENGTH_STUDY_NAMES = {
     "sst2_session": "(g) 5,000-example subset",
     "full_glue": "(h) all training examples",
@@ -1909,13 +1993,15 @@ def main(argv: list[str] | None = None) -> int:
             "glue_extra",
             "full_glue",
             "length_gap",
+            "s1_epochs",
         ],
         help="benchmarks to run (recipe: the S1 learning-rate / loss / stage-split study; "
         "full_sst2: the full-data study in sittings; sst2_session: 3 seeds on an SST-2 subset in "
         "one command; glue_extra: CoLA and STS-B columns of table (a); full_glue: full training "
         "sets of SST-2, CoLA and RTE, one run per --tasks x --seeds, meant for --device cuda; "
         "length_gap: accuracy by sentence length of every stage of the finished SST-2 seeds of "
-        "--study, from their checkpoints in --work)",
+        "--study, from their checkpoints in --work; s1_epochs: S1 of each (g) seed distilled for 3 "
+        "epochs instead of 1 from the same teacher, --work = the (g) checkpoint folder)",
     )
     parser.add_argument("--tasks", nargs="+", default=list(FULL_GLUE), choices=list(FULL_GLUE),
                         help="full_glue: the tasks to run (default: all three)")  # fmt: skip
@@ -1948,7 +2034,9 @@ def main(argv: list[str] | None = None) -> int:
                         "$SORBET_FULL_SST2_WORK or benchmarks/runs/full_sst2, kept across "
                         "sittings; $SORBET_SST2_SESSION_WORK or benchmarks/runs/sst2_session; "
                         "benchmarks/runs/glue_extra); full_glue: its checkpoint folder "
-                        "(default benchmarks/runs/full_glue), one subfolder per task and size")  # fmt: skip
+                        "(default benchmarks/runs/full_glue), one subfolder per task and size; "
+                        "length_gap: the checkpoints of --study (default: that study's folder); "
+                        "s1_epochs: (g)'s checkpoint folder, which holds its teachers")  # fmt: skip
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="full_sst2 / full_glue: stop after this many minutes, saving the "
                         "stage in progress under --work; full_sst2: rerun with --resume to "
@@ -1982,7 +2070,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      args.train_subset, args.teacher_only,
                                                      args.max_minutes),
                 "length_gap": lambda: bench_length_gap(
-                    args.data, args.study, args.work or LENGTH_STUDIES[args.study][1])}  # fmt: skip
+                    args.data, args.study, args.work or LENGTH_STUDIES[args.study][1]),
+                "s1_epochs": lambda: bench_s1_epochs(args.data, args.work or SESSION_WORK)}  # fmt: skip
         for name in (
             "spike_speed",
             "synthetic",
@@ -1994,6 +2083,7 @@ def main(argv: list[str] | None = None) -> int:
             "glue_extra",
             "full_glue",
             "length_gap",
+            "s1_epochs",
         ):
             if name not in args.only:
                 continue
