@@ -31,8 +31,8 @@ glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through 
     SST-2 seeds of --study (sst2_session: (g); full_glue: (h)), re-evaluated from the checkpoints
     in --work on the validation split each seed held out and on dev; writes
     results/length_gap_<study>.json.
-(j) s1_epochs: S1 of each finished (g) seed distilled again for 3 epochs instead of one, from the same
-    teacher and validation split (checkpoints in --work, the (g) folder): paired with (g)'s S1.
+(j) s1_epochs: S1 of each finished (g) seed distilled again for 3 epochs instead of one, from the
+    same teacher and validation split (checkpoints in --work, the (g) folder); paired with (g)'s S1.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
     recipe energy_accounts full_sst2 sst2_session glue_extra full_glue length_gap s1_epochs]
@@ -1505,7 +1505,9 @@ def render_glance() -> list[str]:
     n_seeds = len(FULL_GLUE_SEEDS)
     if len(full) == n_seeds:
         mean, lo, hi = _interval(_gaps(full))
-        h_gap = f"gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over {n_seeds} seeds"
+        h_gap = f"gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over {n_seeds} seeds" + _length_note(
+            "full_glue"
+        )
         h_verdict = _within_3(lo, hi)
     else:
         where = "; ".join(f"seed {p['seed']} {_stage_now(p)}" for p in pending)
@@ -1519,7 +1521,8 @@ def render_glance() -> list[str]:
         mean, lo, hi = _interval(_gaps(g_cells))
         rows.append(f"| same, at the one-command CPU budget | {ses['protocol']['train_subset']:,} "
                     f"training examples ((g)): gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over "
-                    f"{len(g_cells)} seeds | {_within_3(lo, hi)} |")  # fmt: skip
+                    f"{len(g_cells)} seeds{_length_note('sst2_session')} | "
+                    f"{_within_3(lo, hi)} |")  # fmt: skip
     teach_h = [_dev(c, "S0") for c in full]
     done_s0 = [p for p in pending if p["stages"]["S0"]["status"] == "done"]
     t_text = ("dev " + ", ".join(f"{t:.1f}" for t in teach_h)) if teach_h else "no seed finished"
@@ -1590,6 +1593,16 @@ def render_glance() -> list[str]:
         *rows,
         "",
     ]
+
+
+def _length_note(study: str) -> str:
+    """For the glance: where (i) puts the S4 gap of ``study`` by sentence length ('' if not run)."""
+    res = _load(f"length_gap_{study}")
+    if not res:
+        return ""
+    mean, lo, hi = _interval(_len_long_short(res))
+    return (f"; gap on dev sentences of {_bin_text(*res['bins'][-1])} words minus gap on those "
+            f"of {_bin_text(*res['bins'][0])}: {mean:+.1f} [{lo:+.1f}, {hi:+.1f}] ((i))")  # fmt: skip
 
 
 def _render_full_glue_pending(p: dict) -> str:
@@ -1830,25 +1843,39 @@ def _bin_text(lo: int, hi: int | None) -> str:
     return f"≤ {hi}" if lo == 1 else f"≥ {lo}" if hi is None else f"{lo}–{hi}"
 
 
+def _len_count(res: dict, key: dict, split: str, b: int | None) -> int:
+    """Sum of a per-bin count list ``key[split]`` of (i) over bin ``b`` (None: every bin)."""
+    return sum(key[split][i] for i in (range(len(res["bins"])) if b is None else [b]))
+
+
+def _len_acc(res: dict, r: dict, stage: str, split: str, b: int | None) -> float:
+    """Accuracy % of ``stage`` of one seed ``r`` of (i) on bin ``b`` of ``split``."""
+    return 100 * _len_count(res, r["correct"][stage], split, b) / _len_count(res, r["n"], split, b)
+
+
+def _len_gap(res: dict, stage: str, split: str, b: int | None) -> list[float]:
+    """Per seed of (i): teacher − ``stage`` accuracy (points) on bin ``b`` of ``split``."""
+    return [_len_acc(res, r, "S0", split, b) - _len_acc(res, r, stage, split, b)
+            for _, r in sorted(res["seeds"].items(), key=lambda kv: int(kv[0]))]  # fmt: skip
+
+
+def _len_long_short(res: dict) -> list[float]:
+    """Per seed of (i): the S4 dev gap on the longest bin minus the gap on the shortest."""
+    last = len(res["bins"]) - 1
+    return [a - b for a, b in zip(_len_gap(res, "S4", "dev", last), _len_gap(res, "S4", "dev", 0))]
+
+
 def _render_length_study(res: dict, label: str) -> list[str]:
     """One study of (i): per split and length bin the accuracies and the paired gaps, then whether
     length explains the gap read on validation against dev's."""
     rows = [res["seeds"][s] for s in sorted(res["seeds"], key=int)]
     bins = [*range(len(res["bins"])), None]  # None: the whole split
 
-    def count(r: dict, key: list, split: str, b: int | None) -> int:
-        return sum(key[split][i] for i in (range(len(res["bins"])) if b is None else [b]))
-
-    def acc(r: dict, stage: str, split: str, b: int | None) -> float:
-        return 100 * count(r, r["correct"][stage], split, b) / count(r, r["n"], split, b)
-
-    def gap(stage: str, split: str, b: int | None) -> list[float]:
-        """Per seed: teacher − ``stage`` accuracy (points)."""
-        return [acc(r, "S0", split, b) - acc(r, stage, split, b) for r in rows]
-
     def share(split: str, b: int) -> float:
         """Mean share (%) of the split's examples in bin ``b``."""
-        return statistics.mean(100 * count(r, r["n"], split, b) / sum(r["n"][split]) for r in rows)
+        return statistics.mean(
+            100 * _len_count(res, r["n"], split, b) / sum(r["n"][split]) for r in rows
+        )
 
     def iv(diffs: list[float], sign: str = "") -> str:
         mean, lo, hi = _interval(diffs)
@@ -1860,31 +1887,32 @@ def _render_length_study(res: dict, label: str) -> list[str]:
            "gap S0 − S1 | gap S0 − S4 |", "|---" * 8 + "|"]  # fmt: skip
     for split, name in (("val", "validation (held out of train)"), ("dev", "dev")):
         for b in bins:
-            if any(count(r, r["n"], split, b) == 0 for r in rows):
+            if any(_len_count(res, r["n"], split, b) == 0 for r in rows):
                 continue
-            n = statistics.mean(count(r, r["n"], split, b) for r in rows)
+            n = statistics.mean(_len_count(res, r["n"], split, b) for r in rows)
             words = "all" if b is None else _bin_text(*res["bins"][b])
             accs = [
-                statistics.mean(acc(r, st, split, b) for r in rows) for st in ("S0", "S1", "S4")
+                statistics.mean(_len_acc(res, r, st, split, b) for r in rows)
+                for st in ("S0", "S1", "S4")
             ]
+            gaps = [iv(_len_gap(res, st, split, b)) for st in ("S1", "S4")]
             out.append(f"| {name} | {words} | {n:.0f} ({100 if b is None else share(split, b):.0f} "
-                       f"%) | " + " | ".join(f"{a:.1f}" for a in accs)
-                       + f" | {iv(gap('S1', split, b))} | {iv(gap('S4', split, b))} |")  # fmt: skip
+                       "%) | " + " | ".join([*(f"{a:.1f}" for a in accs), *gaps]) + " |")  # fmt: skip
     out.append("")
     short, long = 0, len(res["bins"]) - 1
     notes = []
-    if all(count(r, r["n"], "val", b) for r in rows for b in bins[:-1]):
+    if all(_len_count(res, r["n"], "val", b) for r in rows for b in bins[:-1]):
         # the validation gap re-weighted to dev's length mix: does length explain val vs dev?
-        per_bin = [gap("S4", "val", b) for b in bins[:-1]]
+        per_bin = [_len_gap(res, "S4", "val", b) for b in bins[:-1]]
         reweighted = [sum(share("dev", b) / 100 * per_bin[b][k] for b in bins[:-1])
                       for k in range(len(rows))]  # fmt: skip
+        val_gap = _interval(_len_gap(res, "S4", "val", None))[0]
         notes.append(f"Held-out validation is drawn from SST-2's training phrases: "
                      f"{share('val', short):.0f} % of it has {_bin_text(*res['bins'][short])} "
                      f"words against {share('dev', short):.0f} % of dev. Its S4 gap, "
-                     f"{_interval(gap('S4', 'val', None))[0]:.1f} points, re-weighted to dev's "
-                     f"length mix is {iv(reweighted)}, against {iv(gap('S4', 'dev', None))} "
-                     "measured on dev.")  # fmt: skip
-    long_short = [a - b for a, b in zip(gap("S4", "dev", long), gap("S4", "dev", short))]
+                     f"{val_gap:.1f} points, re-weighted to dev's length mix is {iv(reweighted)}, "
+                     f"against {iv(_len_gap(res, 'S4', 'dev', None))} measured on dev.")  # fmt: skip
+    long_short = _len_long_short(res)
     _, lo, hi = _interval(long_short)
     trend = ("larger on long sentences" if lo > 0 else "smaller on long sentences" if hi < 0
              else "not shown to depend on length")  # fmt: skip
