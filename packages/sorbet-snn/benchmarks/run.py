@@ -670,11 +670,12 @@ def _study_seed_cells(study: str) -> dict[int, dict]:
     return {c["seed"]: c for c in done if not c.get("gate_stopped")}
 
 
-def bench_length_gap(data_root: Path, study: str, work: Path) -> dict:
+def bench_length_gap(data_root: Path, study: str, work: Path, resume: bool = False) -> dict:
     """(i): accuracy by sentence length (``LENGTH_BINS``) of the teacher and of every student stage
     of each finished SST-2 seed of ``study``, on its held-out validation split and on dev, from its
     checkpoints in ``work``. Every model's accuracy on the whole split must equal the one its run
-    recorded (the check that the validation split is the one held out)."""
+    recorded (the check that the validation split is the one held out). ``resume`` keeps the seeds
+    already in results/length_gap_<study>.json."""
     from sorbet_snn.data import encode
     from sorbet_snn.distill import predict
     from sorbet_snn.experiments import load_model
@@ -684,8 +685,12 @@ def bench_length_gap(data_root: Path, study: str, work: Path) -> dict:
     cells = _study_seed_cells(study)
     if not cells:
         raise SystemExit(f"length_gap: no finished SST-2 seed of {study} (run it first)")
-    out: dict = {"study": study, "bins": LENGTH_BINS, "seeds": {}}
+    old = _load(f"length_gap_{study}") if resume else None
+    out: dict = {"study": study, "bins": LENGTH_BINS, "seeds": (old or {}).get("seeds", {})}
     for seed, cell in cells.items():
+        if str(seed) in out["seeds"]:
+            print(f"length_gap: {study} seed {seed} kept", flush=True)
+            continue
         splits = _study_splits(folder, recipe, seed)
         bins = {name: [_length_bin(len(t.split())) for t in sp.text_a]
                 for name, sp in splits.items()}  # fmt: skip
@@ -2055,7 +2060,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="recipe: keep the finished cells of results/recipe.json; full_sst2: continue the "
         "study (progress in results/full_sst2.json, checkpoints in --work); sst2_session: keep "
-        "the finished seeds of results/sst2_session.json; glue_extra: keep its finished runs",
+        "the finished seeds of results/sst2_session.json; glue_extra: keep its finished runs; "
+        "length_gap: keep the seeds already in results/length_gap_<study>.json",
     )
     parser.add_argument("--work", type=Path, default=None,
                         help="full_sst2 / sst2_session / glue_extra: checkpoint folder (default "
@@ -2098,7 +2104,8 @@ def main(argv: list[str] | None = None) -> int:
                                                      args.train_subset, args.teacher_only,
                                                      args.max_minutes),
                 "length_gap": lambda: bench_length_gap(
-                    args.data, args.study, args.work or LENGTH_STUDIES[args.study][1]),
+                    args.data, args.study, args.work or LENGTH_STUDIES[args.study][1], args.resume
+                ),
                 "s1_epochs": lambda: bench_s1_epochs(args.data, args.work or SESSION_WORK)}  # fmt: skip
         for name in (
             "spike_speed",
