@@ -1510,9 +1510,11 @@ def render_glance() -> list[str]:
     n_seeds = len(FULL_GLUE_SEEDS)
     if len(full) == n_seeds:
         mean, lo, hi = _interval(_gaps(full))
-        h_gap = f"gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over {n_seeds} seeds" + _length_note(
-            "full_glue"
-        )
+        s1 = [_dev(c, "S0") - _dev(c, "S1") for c in full]
+        h_gap = (f"gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over {n_seeds} seeds (per seed "
+                 f"{', '.join(f'{g:.1f}' for g in _gaps(full))}; S0 → S1 alone loses "
+                 f"{_interval(s1)[0]:.1f} [{_interval(s1)[1]:.1f}, {_interval(s1)[2]:.1f}])"
+                 + _length_note("full_glue"))  # fmt: skip
         h_verdict = _within_3(lo, hi)
     else:
         where = "; ".join(f"seed {p['seed']} {_stage_now(p)}" for p in pending)
@@ -1603,7 +1605,7 @@ def render_glance() -> list[str]:
 def _length_note(study: str) -> str:
     """For the glance: where (i) puts the S4 gap of ``study`` by sentence length ('' if not run)."""
     res = _load(f"length_gap_{study}")
-    if not res:
+    if not res or len(res["seeds"]) < 2:
         return ""
     mean, lo, hi = _interval(_len_long_short(res))
     return (f"; gap on dev sentences of {_bin_text(*res['bins'][-1])} words minus gap on those "
@@ -1891,9 +1893,11 @@ def _render_length_study(res: dict, label: str) -> list[str]:
 
     def iv(diffs: list[float], sign: str = "") -> str:
         mean, lo, hi = _interval(diffs)
+        if len(diffs) < 2:  # one seed: no interval
+            return f"{mean:{sign}.1f}"
         return f"{mean:{sign}.1f} [{lo:{sign}.1f}, {hi:{sign}.1f}]"
 
-    out = [f"*{label}*, {len(rows)} seeds (accuracy %, mean over seeds; gap = teacher − stage, "
+    out = [f"*{label}*, {len(rows)} seed(s) (accuracy %, mean over seeds; gap = teacher − stage, "
            "points, mean and 95 % t interval over seeds)\n",
            "| split | words | examples per seed (share of split) | teacher S0 | S1 | S4 spiking | "
            "gap S0 − S1 | gap S0 − S4 |", "|---" * 8 + "|"]  # fmt: skip
@@ -1927,7 +1931,8 @@ def _render_length_study(res: dict, label: str) -> list[str]:
     long_short = _len_long_short(res)
     _, lo, hi = _interval(long_short)
     trend = ("larger on long sentences" if lo > 0 else "smaller on long sentences" if hi < 0
-             else "not shown to depend on length")  # fmt: skip
+             else "not shown to depend on length" if len(rows) > 1
+             else "one seed, no verdict yet")  # fmt: skip
     notes.append(f"On dev, the S4 gap on sentences of {_bin_text(*res['bins'][long])} words minus "
                  f"the gap on sentences of {_bin_text(*res['bins'][short])} words is "
                  f"{iv(long_short, '+')} points: the gap is {trend}.")  # fmt: skip
