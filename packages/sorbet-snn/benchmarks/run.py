@@ -27,11 +27,17 @@ glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through 
     .json, so runs can go in parallel and on other machines; meant for a GPU (--device cuda), since
     one SST-2 seed is many CPU hours here; --max-minutes M stops a run in time (stage saved in
     --work, progress in results/full_glue/progress/) and the same command continues it.
+(i) length_gap: accuracy by sentence length (words) of the teacher and every stage of the finished
+    SST-2 seeds of --study (sst2_session: (g); full_glue: (h)), re-evaluated from the checkpoints
+    in --work on the validation split each seed held out and on dev; writes
+    results/length_gap_<study>.json.
+(j) s1_epochs: S1 of each finished (g) seed distilled again for 3 epochs instead of one, from the
+    same teacher and validation split (checkpoints in --work, the (g) folder); paired with (g)'s S1.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
-    recipe energy_accounts full_sst2 sst2_session glue_extra full_glue]
+    recipe energy_accounts full_sst2 sst2_session glue_extra full_glue length_gap s1_epochs]
     [--data DIR] [--render-only] [--resume] [--paper-scale]
-    [--work DIR] [--max-minutes M] [--tasks T ...] [--seeds S ...] [--device D]
+    [--work DIR] [--max-minutes M] [--tasks T ...] [--seeds S ...] [--device D] [--study S]
 """
 
 from __future__ import annotations
@@ -256,6 +262,13 @@ def _stage_out(work: Path, seed: int, stage: str) -> Path:
     return work / f"seed{seed}" / ("teacher" if stage == "S0" else "student")
 
 
+def _val_history(out: Path, stage: str) -> list[tuple[int, float]]:
+    """(step, validation main metric) at every check of ``stage`` of the run in ``out``."""
+    from sorbet_snn.distill import stage_progress
+
+    return [(h["step"], h["main"]) for h in stage_progress(out, stage).get("history", [])]
+
+
 def _run_seed(recipe: dict, folder: Path, work: Path, seed: int, budget, after_teacher,
               gate_stops: bool = False, device: str = "cpu",
               teacher_only: bool = False) -> dict:  # fmt: skip
@@ -266,14 +279,9 @@ def _run_seed(recipe: dict, folder: Path, work: Path, seed: int, budget, after_t
     ``gate_stops``, a teacher that fails the teacher gate ends the seed after S0 (``gate_stopped``
     holds the gate's line) instead of raising."""
     from sorbet_snn import ConfigError, run_distill
-    from sorbet_snn.distill import stage_progress
 
     def curves(stages: tuple[str, ...]) -> dict:
-        out = {}
-        for stage in stages:
-            hist = stage_progress(_stage_out(work, seed, stage), stage).get("history", [])
-            out[stage] = [(h["step"], h["main"]) for h in hist]
-        return out
+        return {stage: _val_history(_stage_out(work, seed, stage), stage) for stage in stages}
 
     t_cfg = _study_config(recipe, folder, work, seed, budget(f"seed {seed} S0"), False, device)
     t_res = run_distill(t_cfg, _stage_out(work, seed, "S0"), log=print)
@@ -438,6 +446,41 @@ def bench_sst2_session(data_root: Path, work: Path, resume: bool) -> dict:
     return payload
 
 
+S1_EPOCHS = 3.0  # (j): S1 of (g) trained this many epochs instead of one; fixed before the run
+
+
+def bench_s1_epochs(data_root: Path, work: Path) -> dict:
+    """(j): S1 of every finished (g) seed distilled again for ``S1_EPOCHS`` epochs from the same
+    fine-tuned teacher, data split and validation checks as (g)'s one-epoch S1 (checkpoint selected
+    on validation), so the two are paired per seed. Checkpoints in ``work``/seed<S>/s1_epochs<E>
+    (the (g) work folder, which holds the teachers); a finished seed is kept."""
+    import dataclasses
+
+    from sorbet_snn import run_distill
+
+    folder = data_root / "glue" / "SST-2"
+    seeds, _ = _session_cells(_load("sst2_session") or {"protocol": {"seeds": []}, "seeds": {}})
+    if not seeds:
+        raise SystemExit("s1_epochs: no finished (g) seed (run --only sst2_session first)")
+    recipe = {**SST2_SESSION, "epochs": S1_EPOCHS}
+    out: dict = {"epochs": S1_EPOCHS, "recipe": recipe, "seeds": {}}
+    for seed in seeds:
+        if not (work / f"seed{seed}" / "teacher" / "stages" / "S0").is_dir():
+            raise SystemExit(f"s1_epochs: {work}/seed{seed}/teacher/stages/S0 not found (--work: "
+                             "the (g) checkpoint folder)")  # fmt: skip
+        cfg = dataclasses.replace(_study_config(recipe, folder, work, seed, None, True),
+                                  stages=("S1",))  # fmt: skip
+        stage_dir = work / f"seed{seed}" / f"s1_epochs{S1_EPOCHS:g}"
+        start = time.time()
+        res = run_distill(cfg, stage_dir, log=print)
+        hist = _val_history(stage_dir, "S1")
+        out["seeds"][str(seed)] = {**res.stages["S1"], "val_curve": hist,
+                                   "wall_s": round(time.time() - start)}  # fmt: skip
+        print(f"s1_epochs: seed {seed} S1 dev {res.stages['S1']['dev']['main']:.4f} val "
+              f"{res.stages['S1']['val']:.4f}", flush=True)  # fmt: skip
+    return out
+
+
 GLUE_EXTRA = {  # (a)'s CoLA and STS-B columns through the generic GLUE loader: the (g) recipe
     "CoLA": {**SST2_SESSION, "train_subset": 2000, "val_size": 300, "eval_every": 25},
     "STS-B": {**SST2_SESSION, "train_subset": 2000, "val_size": 300, "eval_every": 25,
@@ -590,6 +633,97 @@ def _full_glue_cells() -> dict[tuple[str, int | None, bool], list[dict]]:
     for cells in out.values():
         cells.sort(key=lambda c: c["seed"])
     return out
+
+
+LENGTH_BINS = ((1, 10), (11, 20), (21, None))  # words per sentence; fixed before any result
+LENGTH_STUDIES = {  # study -> (its recipe, default checkpoint folder): the SST-2 studies with S4
+    "sst2_session": (SST2_SESSION, SESSION_WORK),
+    "full_glue": (FULL_GLUE["SST-2"], FULL_GLUE_WORK / "SST-2"),
+}
+LENGTH_STAGES = ("S0", "S1", "S2", "S3", "S4")
+
+
+def _length_bin(words: int) -> int:
+    return next(
+        i for i, (lo, hi) in enumerate(LENGTH_BINS) if words >= lo and (hi is None or words <= hi)
+    )
+
+
+def _study_splits(folder: Path, recipe: dict, seed: int) -> dict:
+    """The validation split a study seed held out of train (the seeded permutation of
+    ``run_distill``; checked against the recorded accuracies by the caller) and the dev split."""
+    from sorbet_snn.data import load_glue
+
+    train = load_glue(folder, "train")
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed)).tolist()
+    val_n = min(recipe["val_size"], max(1, len(order) // 5))
+    return {"val": train.subset(order[:val_n]), "dev": load_glue(folder, "dev")}
+
+
+def _study_seed_cells(study: str) -> dict[int, dict]:
+    """The finished SST-2 seeds of a study ((g) or (h) on all training examples) by seed."""
+    if study == "sst2_session":
+        ses = _load("sst2_session") or {"protocol": {"seeds": []}, "seeds": {}}
+        seeds, cells = _session_cells(ses)
+        return dict(zip(seeds, cells))
+    done = _full_glue_cells().get(("SST-2", None, False), [])
+    return {c["seed"]: c for c in done if not c.get("gate_stopped")}
+
+
+def bench_length_gap(data_root: Path, study: str, work: Path, resume: bool = False) -> dict:
+    """(i): accuracy by sentence length (``LENGTH_BINS``) of the teacher and of every student stage
+    of each finished SST-2 seed of ``study``, on its held-out validation split and on dev, from its
+    checkpoints in ``work``. Every model's accuracy on the whole split must equal the one its run
+    recorded (the check that the validation split is the one held out). ``resume`` keeps the seeds
+    already in results/length_gap_<study>.json."""
+    from sorbet_snn.data import encode
+    from sorbet_snn.distill import predict
+    from sorbet_snn.experiments import load_model
+
+    recipe, _ = LENGTH_STUDIES[study]
+    folder = data_root / "glue" / "SST-2"
+    cells = _study_seed_cells(study)
+    if not cells:
+        raise SystemExit(f"length_gap: no finished SST-2 seed of {study} (run it first)")
+    old = _load(f"length_gap_{study}") if resume else None
+    out: dict = {"study": study, "bins": LENGTH_BINS, "seeds": (old or {}).get("seeds", {})}
+    for seed, cell in cells.items():
+        if str(seed) in out["seeds"]:
+            print(f"length_gap: {study} seed {seed} kept", flush=True)
+            continue
+        splits = _study_splits(folder, recipe, seed)
+        bins = {name: [_length_bin(len(t.split())) for t in sp.text_a]
+                for name, sp in splits.items()}  # fmt: skip
+        row: dict = {"n": {name: [b.count(i) for i in range(len(LENGTH_BINS))]
+                              for name, b in bins.items()}, "correct": {}}  # fmt: skip
+        for stage in LENGTH_STAGES:
+            path = (_stage_out(work, seed, stage) / "stages" / stage if stage != "S4"
+                    else _stage_out(work, seed, stage) / "snn")  # fmt: skip
+            model, tokenizer, _ = load_model(path)
+            row["correct"][stage] = {}
+            for name, sp in splits.items():
+                data = encode(tokenizer, sp, recipe["max_len"])
+                right = (predict(model, data) == data["labels"]).tolist()
+                recorded = _recorded(cell, stage, name)
+                if recorded is not None and abs(sum(right) / len(right) - recorded) > 1e-9:
+                    raise SystemExit(f"length_gap: {study} seed {seed} {stage} {name} accuracy "
+                                     f"{sum(right) / len(right):.4f} != recorded {recorded:.4f}")  # fmt: skip
+                row["correct"][stage][name] = [
+                    sum(r for r, b in zip(right, bins[name]) if b == i)
+                    for i in range(len(LENGTH_BINS))
+                ]
+            print(f"length_gap: {study} seed {seed} {stage} done", flush=True)
+        out["seeds"][str(seed)] = row
+    return out
+
+
+def _recorded(cell: dict, stage: str, split: str) -> float | None:
+    """The accuracy a study seed's run recorded for ``stage`` on ``split`` (val: the selected
+    checkpoint's; S4 has none on val)."""
+    st = cell["teacher_stage"] if stage == "S0" else cell["stages"][stage]
+    if split == "dev":
+        return st["dev"]["main"]
+    return st.get("val")
 
 
 MINILM = {"layers": 6, "hidden": 384}  # the teacher's shape, for the offset-adds of the attention
@@ -930,6 +1064,8 @@ def render() -> str:
     out += render_full_sst2()
     out += render_sst2_session()
     out += render_full_glue()
+    out += render_length_gap()
+    out += render_s1_epochs()
     return "\n".join(out).strip() + "\n"
 
 
@@ -1374,7 +1510,11 @@ def render_glance() -> list[str]:
     n_seeds = len(FULL_GLUE_SEEDS)
     if len(full) == n_seeds:
         mean, lo, hi = _interval(_gaps(full))
-        h_gap = f"gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over {n_seeds} seeds"
+        s1 = [_dev(c, "S0") - _dev(c, "S1") for c in full]
+        h_gap = (f"gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over {n_seeds} seeds (per seed "
+                 f"{', '.join(f'{g:.1f}' for g in _gaps(full))}; S0 → S1 alone loses "
+                 f"{_interval(s1)[0]:.1f} [{_interval(s1)[1]:.1f}, {_interval(s1)[2]:.1f}])"
+                 + _length_note("full_glue"))  # fmt: skip
         h_verdict = _within_3(lo, hi)
     else:
         where = "; ".join(f"seed {p['seed']} {_stage_now(p)}" for p in pending)
@@ -1388,7 +1528,8 @@ def render_glance() -> list[str]:
         mean, lo, hi = _interval(_gaps(g_cells))
         rows.append(f"| same, at the one-command CPU budget | {ses['protocol']['train_subset']:,} "
                     f"training examples ((g)): gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over "
-                    f"{len(g_cells)} seeds | {_within_3(lo, hi)} |")  # fmt: skip
+                    f"{len(g_cells)} seeds{_length_note('sst2_session')} | "
+                    f"{_within_3(lo, hi)} |")  # fmt: skip
     teach_h = [_dev(c, "S0") for c in full]
     done_s0 = [p for p in pending if p["stages"]["S0"]["status"] == "done"]
     t_text = ("dev " + ", ".join(f"{t:.1f}" for t in teach_h)) if teach_h else "no seed finished"
@@ -1459,6 +1600,16 @@ def render_glance() -> list[str]:
         *rows,
         "",
     ]
+
+
+def _length_note(study: str) -> str:
+    """For the glance: where (i) puts the S4 gap of ``study`` by sentence length ('' if not run)."""
+    res = _load(f"length_gap_{study}")
+    if not res or len(res["seeds"]) < 2:
+        return ""
+    mean, lo, hi = _interval(_len_long_short(res))
+    return (f"; gap on dev sentences of {_bin_text(*res['bins'][-1])} words minus gap on those "
+            f"of {_bin_text(*res['bins'][0])}: {mean:+.1f} [{lo:+.1f}, {hi:+.1f}] ((i))")  # fmt: skip
 
 
 def _render_full_glue_pending(p: dict) -> str:
@@ -1541,11 +1692,18 @@ def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list
                        "budget).\n")  # fmt: skip
         return out
     teach = [_dev(c, "S0") for c in done]
-    t_met = len(done) == len(FULL_GLUE_SEEDS) and _teacher_met(teach)
-    out.append(_teacher_line(teach, t_met))
+    t_met = _teacher_met(teach)
+    if len(done) < len(FULL_GLUE_SEEDS):  # the rule is on every seed: no verdict before then
+        out.append(f"Teacher ≥ 87 % dev (rule: every seed): {len(done)} of "
+                   f"{len(FULL_GLUE_SEEDS)} seeds so far ({', '.join(f'{t:.1f}' for t in teach)}), "
+                   "**not yet measured**.\n")  # fmt: skip
+    else:
+        out.append(_teacher_line(teach, t_met))
     if len(done) < len(FULL_GLUE_SEEDS):
         out.append(f"{len(done)} of {len(FULL_GLUE_SEEDS)} seeds distilled: the paired gap and its "
                    "verdict need all of them, **not yet measured**.\n")  # fmt: skip
+        if len(done) > 1 and min(gaps) > 3:  # where the seeds so far lose accuracy, as in (g)
+            out += _session_diagnosis(done, True, False, {})
         return out
     return out + _gap_verdict(done, gaps, t_met, {})
 
@@ -1626,6 +1784,163 @@ def _session_diagnosis(cells: list[dict], gap_missed: bool, teacher_missed: bool
                     f"{cells[0]['teacher_stage']['steps']} steps (best at the last check in "
                     f"{at_end} of {n} seeds, {gain:+.1f} points over the second half): {why}.\n")  # fmt: skip
     return text
+
+
+def render_s1_epochs() -> list[str]:
+    """(j): S1 at ``S1_EPOCHS`` epochs against (g)'s one-epoch S1, paired per seed."""
+    res, ses = _load("s1_epochs"), _load("sst2_session")
+    if not res or not ses:
+        return []
+    seeds = sorted(res["seeds"], key=int)
+    one = [ses["seeds"][s]["stages"]["S1"] for s in seeds]
+    many = [res["seeds"][s] for s in seeds]
+    teach = [100 * ses["seeds"][s]["teacher_dev"]["main"] for s in seeds]
+    e = f"{res['epochs']:g}"
+    out = [f"**(j) S1 epochs: 1 against {e} on the (g) subset** (`python benchmarks/run.py --only "
+           f"s1_epochs --work WORK`, WORK = (g)'s checkpoints: S1 of each (g) seed distilled again "
+           f"for {e} epochs from the same teacher, training examples and validation checks; "
+           "checkpoint selected on validation; rule fixed before the run: more epochs are selected "
+           "only if their validation accuracy is ahead, paired over seeds)\n",
+           f"| seed | teacher S0 dev | S1, 1 epoch: validation / dev (best step of N) | S1, {e} "
+           f"epochs: validation / dev (best step of N) | dev {e} − 1 epoch |",
+           "|---" * 5 + "|"]  # fmt: skip
+
+    def cell(st: dict) -> str:
+        return (f"{100 * st['val']:.1f} / {100 * st['dev']['main']:.1f} ({st['best_step']} of "
+                f"{st['steps']})")  # fmt: skip
+
+    d_dev = [100 * (m["dev"]["main"] - o["dev"]["main"]) for o, m in zip(one, many)]
+    d_val = [100 * (m["val"] - o["val"]) for o, m in zip(one, many)]
+    for s, t, o, m, d in zip(seeds, teach, one, many, d_dev):
+        out.append(f"| {s} | {t:.1f} | {cell(o)} | {cell(m)} | {d:+.1f} |")
+    out.append("")
+    if len(seeds) < 2:
+        return [*out, "One seed: no interval yet.\n"]
+    (mv, lv, hv), (md, ld, hd) = _interval(d_val), _interval(d_dev)
+    picked = f"{e} epochs" if _verdict(lv, hv) == "ahead" else "1 epoch"
+    gaps = {n: [t - 100 * st["dev"]["main"] for t, st in zip(teach, arm)]
+            for n, arm in (("1", one), (e, many))}  # fmt: skip
+    at_end = sum(m["best_step"] == m["steps"] for m in many)
+    out.append(f"{e} − 1 epoch, paired over {len(seeds)} seeds (95 % t interval): validation "
+               f"{mv:+.1f} [{lv:+.1f}, {hv:+.1f}] points (**{_verdict(lv, hv)}**), dev {md:+.1f} "
+               f"[{ld:+.1f}, {hd:+.1f}] (**{_verdict(ld, hd)}**). Selected on validation: "
+               f"**{picked}**. Teacher − S1 on dev: {_fmt(gaps['1'])} points at 1 epoch, "
+               f"{_fmt(gaps[e])} at {e}; the {e}-epoch checkpoint was the last one in {at_end} of "
+               f"{len(seeds)} seeds.\n")  # fmt: skip
+    return out
+
+
+LENGTH_STUDY_NAMES = {
+    "sst2_session": "(g) 5,000-example subset",
+    "full_glue": "(h) all training examples",
+}
+
+
+def render_length_gap() -> list[str]:
+    """(i): where the SST-2 gap sits by sentence length, per study that has been measured."""
+    out = []
+    for study, label in LENGTH_STUDY_NAMES.items():
+        res = _load(f"length_gap_{study}")
+        if res:
+            out += _render_length_study(res, label)
+    if not out:
+        return []
+    return ["**(i) The SST-2 gap by sentence length** (`python benchmarks/run.py --only length_gap "
+            "--study sst2_session|full_glue --work WORK`: the teacher and every stage of each "
+            "finished seed re-evaluated from its checkpoints on the validation examples it held "
+            "out of train and on dev; the accuracy of every model on each whole split equals the "
+            "one its run recorded; length = whitespace words; the bins were fixed before any "
+            "result)\n", *out]  # fmt: skip
+
+
+def _bin_text(lo: int, hi: int | None) -> str:
+    return f"≤ {hi}" if lo == 1 else f"≥ {lo}" if hi is None else f"{lo}–{hi}"
+
+
+def _len_count(res: dict, key: dict, split: str, b: int | None) -> int:
+    """Sum of a per-bin count list ``key[split]`` of (i) over bin ``b`` (None: every bin)."""
+    return sum(key[split][i] for i in (range(len(res["bins"])) if b is None else [b]))
+
+
+def _len_acc(res: dict, r: dict, stage: str, split: str, b: int | None) -> float:
+    """Accuracy % of ``stage`` of one seed ``r`` of (i) on bin ``b`` of ``split``."""
+    return 100 * _len_count(res, r["correct"][stage], split, b) / _len_count(res, r["n"], split, b)
+
+
+def _len_gap(res: dict, stage: str, split: str, b: int | None) -> list[float]:
+    """Per seed of (i): teacher − ``stage`` accuracy (points) on bin ``b`` of ``split``."""
+    return [_len_acc(res, r, "S0", split, b) - _len_acc(res, r, stage, split, b)
+            for _, r in sorted(res["seeds"].items(), key=lambda kv: int(kv[0]))]  # fmt: skip
+
+
+def _len_long_short(res: dict) -> list[float]:
+    """Per seed of (i): the S4 dev gap on the longest bin minus the gap on the shortest."""
+    last = len(res["bins"]) - 1
+    return [a - b for a, b in zip(_len_gap(res, "S4", "dev", last), _len_gap(res, "S4", "dev", 0))]
+
+
+def _render_length_study(res: dict, label: str) -> list[str]:
+    """One study of (i): per split and length bin the accuracies and the paired gaps, then whether
+    length explains the gap read on validation against dev's."""
+    rows = [res["seeds"][s] for s in sorted(res["seeds"], key=int)]
+    bins = [*range(len(res["bins"])), None]  # None: the whole split
+
+    def share(split: str, b: int) -> float:
+        """Mean share (%) of the split's examples in bin ``b``."""
+        return statistics.mean(
+            100 * _len_count(res, r["n"], split, b) / sum(r["n"][split]) for r in rows
+        )
+
+    def iv(diffs: list[float], sign: str = "") -> str:
+        mean, lo, hi = _interval(diffs)
+        if len(diffs) < 2:  # one seed: no interval
+            return f"{mean:{sign}.1f}"
+        return f"{mean:{sign}.1f} [{lo:{sign}.1f}, {hi:{sign}.1f}]"
+
+    out = [f"*{label}*, {len(rows)} seed(s) (accuracy %, mean over seeds; gap = teacher − stage, "
+           "points, mean and 95 % t interval over seeds)\n",
+           "| split | words | examples per seed (share of split) | teacher S0 | S1 | S4 spiking | "
+           "gap S0 − S1 | gap S0 − S4 |", "|---" * 8 + "|"]  # fmt: skip
+    for split, name in (("val", "validation (held out of train)"), ("dev", "dev")):
+        for b in bins:
+            if any(_len_count(res, r["n"], split, b) == 0 for r in rows):
+                continue
+            n = statistics.mean(_len_count(res, r["n"], split, b) for r in rows)
+            words = "all" if b is None else _bin_text(*res["bins"][b])
+            accs = [
+                statistics.mean(_len_acc(res, r, st, split, b) for r in rows)
+                for st in ("S0", "S1", "S4")
+            ]
+            gaps = [iv(_len_gap(res, st, split, b)) for st in ("S1", "S4")]
+            out.append(f"| {name} | {words} | {n:.0f} ({100 if b is None else share(split, b):.0f} "
+                       "%) | " + " | ".join([*(f"{a:.1f}" for a in accs), *gaps]) + " |")  # fmt: skip
+    out.append("")
+    short, long = 0, len(res["bins"]) - 1
+    notes = []
+    if all(_len_count(res, r["n"], "val", b) for r in rows for b in bins[:-1]):
+        # the validation gap re-weighted to dev's length mix: does length explain val vs dev?
+        per_bin = [_len_gap(res, "S4", "val", b) for b in bins[:-1]]
+        reweighted = [sum(share("dev", b) / 100 * per_bin[b][k] for b in bins[:-1])
+                      for k in range(len(rows))]  # fmt: skip
+        val_gap = _interval(_len_gap(res, "S4", "val", None))[0]
+        notes.append(f"Held-out validation is drawn from SST-2's training phrases: "
+                     f"{share('val', short):.0f} % of it has {_bin_text(*res['bins'][short])} "
+                     f"words against {share('dev', short):.0f} % of dev. Its S4 gap, "
+                     f"{val_gap:.1f} points, re-weighted to dev's length mix is {iv(reweighted)}, "
+                     f"against {iv(_len_gap(res, 'S4', 'dev', None))} measured on dev.")  # fmt: skip
+    long_short = _len_long_short(res)
+    _, lo, hi = _interval(long_short)
+    trend = ("larger on long sentences" if lo > 0 else "smaller on long sentences" if hi < 0
+             else "not shown to depend on length" if len(rows) > 1
+             else "one seed, no verdict yet")  # fmt: skip
+    notes.append(f"On dev, the S4 gap on sentences of {_bin_text(*res['bins'][long])} words minus "
+                 f"the gap on sentences of {_bin_text(*res['bins'][short])} words is "
+                 f"{iv(long_short, '+')} points: the gap is {trend}.")  # fmt: skip
+    if lo > 0 and share("dev", long) > share("dev", short):
+        notes.append("So the student loses most on the long sentences that make up most of dev, "
+                     "and a validation split of training phrases, which holds few of them, reads "
+                     "a smaller gap than dev's.")  # fmt: skip
+    return [*out, " ".join(notes) + "\n"]
 
 
 def render_energy_accounts() -> list[str]:
@@ -1722,11 +2037,16 @@ def main(argv: list[str] | None = None) -> int:
             "sst2_session",
             "glue_extra",
             "full_glue",
+            "length_gap",
+            "s1_epochs",
         ],
         help="benchmarks to run (recipe: the S1 learning-rate / loss / stage-split study; "
         "full_sst2: the full-data study in sittings; sst2_session: 3 seeds on an SST-2 subset in "
         "one command; glue_extra: CoLA and STS-B columns of table (a); full_glue: full training "
-        "sets of SST-2, CoLA and RTE, one run per --tasks x --seeds, meant for --device cuda)",
+        "sets of SST-2, CoLA and RTE, one run per --tasks x --seeds, meant for --device cuda; "
+        "length_gap: accuracy by sentence length of every stage of the finished SST-2 seeds of "
+        "--study, from their checkpoints in --work; s1_epochs: S1 of each (g) seed distilled for 3 "
+        "epochs instead of 1 from the same teacher, --work = the (g) checkpoint folder)",
     )
     parser.add_argument("--tasks", nargs="+", default=list(FULL_GLUE), choices=list(FULL_GLUE),
                         help="full_glue: the tasks to run (default: all three)")  # fmt: skip
@@ -1739,6 +2059,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--teacher-only", action="store_true",
                         help="full_glue: fine-tune the teacher (S0) only, no students; written to "
                         "results/full_glue/<task>[-n<N>]-teacher-seed<S>.json")  # fmt: skip
+    parser.add_argument("--study", default="full_glue", choices=list(LENGTH_STUDIES),
+                        help="length_gap: the SST-2 study to re-evaluate (sst2_session: (g); "
+                        "full_glue: (h) on all training examples; default full_glue)")  # fmt: skip
     parser.add_argument("--device", default="cpu",
                         help="full_glue: torch device of the runs (cpu, cuda, cuda:N)")  # fmt: skip
     parser.add_argument("--paper-scale", action="store_true",
@@ -1749,14 +2072,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="recipe: keep the finished cells of results/recipe.json; full_sst2: continue the "
         "study (progress in results/full_sst2.json, checkpoints in --work); sst2_session: keep "
-        "the finished seeds of results/sst2_session.json; glue_extra: keep its finished runs",
+        "the finished seeds of results/sst2_session.json; glue_extra: keep its finished runs; "
+        "length_gap: keep the seeds already in results/length_gap_<study>.json",
     )
     parser.add_argument("--work", type=Path, default=None,
                         help="full_sst2 / sst2_session / glue_extra: checkpoint folder (default "
                         "$SORBET_FULL_SST2_WORK or benchmarks/runs/full_sst2, kept across "
                         "sittings; $SORBET_SST2_SESSION_WORK or benchmarks/runs/sst2_session; "
                         "benchmarks/runs/glue_extra); full_glue: its checkpoint folder "
-                        "(default benchmarks/runs/full_glue), one subfolder per task and size")  # fmt: skip
+                        "(default benchmarks/runs/full_glue), one subfolder per task and size; "
+                        "length_gap: the checkpoints of --study (default: that study's folder); "
+                        "s1_epochs: (g)'s checkpoint folder, which holds its teachers")  # fmt: skip
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="full_sst2 / full_glue: stop after this many minutes, saving the "
                         "stage in progress under --work; full_sst2: rerun with --resume to "
@@ -1788,7 +2114,11 @@ def main(argv: list[str] | None = None) -> int:
                 "full_glue": lambda: bench_full_glue(args.data, args.work or FULL_GLUE_WORK,
                                                      args.tasks, args.seeds, args.device,
                                                      args.train_subset, args.teacher_only,
-                                                     args.max_minutes)}  # fmt: skip
+                                                     args.max_minutes),
+                "length_gap": lambda: bench_length_gap(
+                    args.data, args.study, args.work or LENGTH_STUDIES[args.study][1], args.resume
+                ),
+                "s1_epochs": lambda: bench_s1_epochs(args.data, args.work or SESSION_WORK)}  # fmt: skip
         for name in (
             "spike_speed",
             "synthetic",
@@ -1799,6 +2129,8 @@ def main(argv: list[str] | None = None) -> int:
             "sst2_session",
             "glue_extra",
             "full_glue",
+            "length_gap",
+            "s1_epochs",
         ):
             if name not in args.only:
                 continue
@@ -1816,6 +2148,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             if name == "glue" and args.paper_scale:
                 name = "glue_paper_scale"
+            if name == "length_gap":
+                name = f"length_gap_{args.study}"
             if name == "full_glue":  # its runs wrote their own files (parallel runs share none)
                 print(f"full_glue: {payload['ran']} ({payload['wall_time_s']:.0f} s)"
                       + (f"; {payload['stopped']}" if payload.get("stopped") else ""),
