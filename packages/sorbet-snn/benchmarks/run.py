@@ -459,7 +459,7 @@ def bench_s1_epochs(data_root: Path, work: Path) -> dict:
     from sorbet_snn import run_distill
 
     folder = data_root / "glue" / "SST-2"
-    seeds, _ = _session_cells(_load("sst2_session") or {"protocol": {"seeds": []}, "seeds": {}})
+    seeds = list(_study_seed_cells("sst2_session"))
     if not seeds:
         raise SystemExit("s1_epochs: no finished (g) seed (run --only sst2_session first)")
     recipe = {**SST2_SESSION, "epochs": S1_EPOCHS}
@@ -650,14 +650,13 @@ def _length_bin(words: int) -> int:
 
 
 def _study_splits(folder: Path, recipe: dict, seed: int) -> dict:
-    """The validation split a study seed held out of train (the seeded permutation of
+    """The validation split a study seed held out of train (``hold_out``, the split of
     ``run_distill``; checked against the recorded accuracies by the caller) and the dev split."""
-    from sorbet_snn.data import load_glue
+    from sorbet_snn.data import hold_out, load_glue
 
     train = load_glue(folder, "train")
-    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed)).tolist()
-    val_n = min(recipe["val_size"], max(1, len(order) // 5))
-    return {"val": train.subset(order[:val_n]), "dev": load_glue(folder, "dev")}
+    val_idx, _ = hold_out(len(train), recipe["val_size"], seed)
+    return {"val": train.subset(val_idx), "dev": load_glue(folder, "dev")}
 
 
 def _study_seed_cells(study: str) -> dict[int, dict]:

@@ -97,3 +97,14 @@ def test_real_glue_counts(glue_root):
             continue
         assert len(load_glue(glue_root / task, "train")) == n_train
         assert len(load_glue(glue_root / task, "dev")) == n_dev
+
+
+def test_hold_out_is_seeded_disjoint_and_capped_at_a_fifth():
+    from sorbet_snn.data import hold_out
+
+    val, train = hold_out(100, 30, seed=3)
+    assert len(val) == 20 and len(train) == 80  # at most a fifth of the examples
+    assert sorted(val + train) == list(range(100))
+    assert hold_out(100, 30, seed=3) == (val, train)
+    assert hold_out(100, 30, seed=4)[0] != val
+    assert len(hold_out(100, 7, seed=3)[0]) == 7

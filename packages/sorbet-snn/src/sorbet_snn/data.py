@@ -332,6 +332,15 @@ def word_tokenizer(folder: str | Path, vocab: Sequence[str] | None = None) -> An
 # --------------------------------------------------------------------------------- encoding
 
 
+def hold_out(n: int, val_size: int, seed: int) -> tuple[list[int], list[int]]:
+    """(validation, training) indices of ``n`` training examples: a seeded permutation whose first
+    ``min(val_size, max(1, n // 5))`` examples are held out for validation (``run_distill``'s split,
+    so a benchmark can rebuild the validation split of a finished run)."""
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    val_n = min(val_size, max(1, n // 5))
+    return order[:val_n], order[val_n:]
+
+
 def encode(tokenizer: Any, split: GlueSplit, max_len: int = 64) -> dict[str, Tensor]:
     """Tokenise a split into padded tensors ``input_ids``, ``attention_mask``, ``token_type_ids`` and
     ``labels`` (when the split has labels)."""

@@ -306,7 +306,7 @@ def run_distill(
     device = resolve_device(cfg.device)
     import torch
 
-    from .data import encode, iterate_batches
+    from .data import encode, hold_out, iterate_batches
     from .distill import (
         TeacherGateError,
         barrier,
@@ -324,10 +324,7 @@ def run_distill(
         raise ConfigError(
             "device", f"torchrun runs use DDP over gloo on the CPU; got {cfg.device!r} (use cpu)"
         )
-    gen = torch.Generator().manual_seed(cfg.seed)
-    order = torch.randperm(len(train_split), generator=gen).tolist()
-    val_n = min(cfg.val_size, max(1, len(order) // 5))
-    val_idx, train_idx = order[:val_n], order[val_n:]
+    val_idx, train_idx = hold_out(len(train_split), cfg.val_size, cfg.seed)
     if cfg.train_subset is not None:
         train_idx = train_idx[: cfg.train_subset]
     train = encode(tokenizer, train_split.subset(train_idx), cfg.max_len)
