@@ -113,6 +113,11 @@ class DistillConfig:
         3.0, "epochs of the teacher fine-tuning S0", low=0, low_open=True, high=10_000
     )
     lr: float = param(1e-4, "learning rate of S1-S3", low=0, low_open=True, high=10)
+    s3_lr: float | None = param(
+        None, "learning rate of S3 (+BSPN) alone, trained at this one rate even with --lr-grid; "
+        "S1 and S2 keep --lr, so their saved stages resume; auto: --lr (or the grid)",
+        low=0, low_open=True, high=10, none="auto",
+    )  # fmt: skip
     teacher_lr: float | None = param(
         None, "learning rate of S0 (auto: 3e-5, or 1e-3 for a teacher folder named tiny)",
         low=0, low_open=True, high=10, none="auto",

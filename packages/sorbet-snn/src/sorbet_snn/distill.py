@@ -626,6 +626,9 @@ class PipelineSettings:
     split_s1: bool = False  # S1 as S1a (W1, FP activations) -> S1b (+ 4-bit) -> S1 (+ ReLU swaps)
     # recipe selection: (lr, epochs) candidates tried in each student stage, best on validation kept
     student_grid: tuple[tuple[float, float], ...] = ()
+    # a learning rate of its own for some student stages (e.g. {"S3": 1e-4}); the others use
+    # ``student.lr`` (a stage listed here trains that one rate, not the grid)
+    stage_lr: dict[str, float] = field(default_factory=dict)
     # mid-stage resume: save the stage's state every this many steps (0: only at a deadline)
     save_every: int = 0
     deadline: float | None = None  # time.time() at which a stage saves its state and stops
@@ -638,8 +641,20 @@ class PipelineSettings:
             plan[0:1] = ["S1a", "S1b", "S1"]
         return plan
 
-    def candidates(self) -> list[StageSettings]:
-        """The student settings tried in each stage (one unless ``student_grid``)."""
+    def stage_settings(self, stage: str) -> StageSettings:
+        """The settings of ``stage``: the teacher's for S0, else the student's with the stage's own
+        learning rate from ``stage_lr`` when it has one."""
+        if stage == "S0":
+            return self.teacher
+        if stage in self.stage_lr:
+            return replace(self.student, lr=float(self.stage_lr[stage]))
+        return self.student
+
+    def candidates(self, stage: str | None = None) -> list[StageSettings]:
+        """The student settings tried in ``stage`` (one unless ``student_grid``; one for a stage
+        with its own rate in ``stage_lr``)."""
+        if stage is not None and stage in self.stage_lr:
+            return [self.stage_settings(stage)]
         if not self.student_grid:
             return [self.student]
         return [
@@ -746,15 +761,15 @@ def run_pipeline(
     plan += settings.student_plan()
     keys = {}
     for stage in plan:  # check every saved stage before any work
-        stage_settings = settings.teacher if stage == "S0" else settings.student
+        stage_settings = settings.stage_settings(stage)
         keys[stage] = {**base_key, "stage": stage, "settings": asdict(stage_settings)}
-        if stage != "S0" and settings.student_grid:
+        if stage != "S0" and settings.student_grid and stage not in settings.stage_lr:
             keys[stage]["student_grid"] = [list(c) for c in settings.student_grid]
         if resume and not overwrite:
             _saved(out, stage, keys[stage])
     gated = False
     for index, stage in enumerate(plan):
-        stage_settings = settings.teacher if stage == "S0" else settings.student
+        stage_settings = settings.stage_settings(stage)
         stage_key = keys[stage]
         if stage != "S0" and not gated:  # the teacher of S1 must beat the trivial baseline
             gate = teacher_gate(previous, val, train["labels"], task,
@@ -850,7 +865,7 @@ def _distil_stage(
     base = "S1" if stage in S1_SPLIT else stage
     best: tuple[SorbetForSequenceClassification, dict[str, Any]] | None = None
     tried = []
-    candidates = settings.candidates()
+    candidates = settings.candidates(stage)
     for index, cand in enumerate(candidates):
         model, rep = convert_teacher(previous, base, **overrides)
         _place(model, settings.device)
