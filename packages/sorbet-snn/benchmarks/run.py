@@ -33,13 +33,16 @@ glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through 
     results/length_gap_<study>.json.
 (j) s1_epochs: S1 of each finished (g) seed distilled again for 3 epochs instead of one, from the
     same teacher and validation split (checkpoints in --work, the (g) folder); paired with (g)'s S1.
+(l) rte_teacher: the RTE teacher of (h) (teacher only) at lr 1e-4 x 3 epochs and 3e-5 x 10
+    epochs, --seeds, against (h)'s teacher-only runs (3e-5 x 3); one JSON per run in
+    results/rte_teacher/.
 (k) s3_lr: each --seeds (g) seed trained again in --work (or resumed from it), then S3 distilled
     from the same S2 at lr 1e-3, 3e-4, 1e-4 and exported; the rate selected on validation; one
     JSON per seed in results/s3_lr/.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
     recipe energy_accounts full_sst2 sst2_session glue_extra full_glue length_gap s1_epochs
-    s3_lr]
+    s3_lr rte_teacher]
     [--data DIR] [--render-only] [--resume] [--paper-scale]
     [--work DIR] [--max-minutes M] [--tasks T ...] [--seeds S ...] [--device D] [--study S]
 """
@@ -553,6 +556,63 @@ def bench_s3_lr(data_root: Path, work: Path, seeds: list[int]) -> dict:
         path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
         write_readme()
     return {"ran": f"seeds {' '.join(map(str, seeds))}"}
+
+
+# (l): the RTE teacher at other rates / epochs; the (h) teacher-only runs are the (3e-5, 3) arm
+RTE_TEACHER_GRID = ((1e-4, 3.0), (3e-5, 10.0))  # (lr, epochs), fixed before the run, in run order
+RTE_TEACHER_RESULTS = RESULTS / "rte_teacher"
+
+
+def _gate_record(folder: Path, recipe: dict, seed: int, val_acc: float) -> dict:
+    """The teacher gate of ``run_distill`` from a run's recorded validation accuracy: above the
+    majority class of the seed's training examples on its held-out validation split by 1.645
+    standard errors of that baseline (no checkpoint needed)."""
+    import math
+
+    from sorbet_snn.data import hold_out, load_glue
+
+    train = load_glue(folder, "train")
+    val_idx, train_idx = hold_out(len(train), recipe["val_size"], seed)
+    if recipe.get("train_subset") is not None:
+        train_idx = train_idx[: recipe["train_subset"]]
+    labels = [train.labels[i] for i in train_idx]
+    major = max(sorted(set(labels)), key=labels.count)
+    b = sum(train.labels[i] == major for i in val_idx) / len(val_idx)
+    margin = 1.645 * math.sqrt(b * (1 - b) / len(val_idx))
+    return {"majority_val": b, "margin": margin, "passed": val_acc > b + margin}
+
+
+def bench_rte_teacher(data_root: Path, work: Path, seeds: list[int]) -> dict:
+    """(l): the RTE teacher (S0) of (h)'s recipe at each (lr, epochs) of ``RTE_TEACHER_GRID``,
+    teacher only, checkpoint every 50 steps selected on validation; with the teacher gate computed
+    from the recorded validation accuracy. One JSON per (arm, seed) in results/rte_teacher/, written
+    when the run ends; a finished one is kept."""
+    folder = data_root / "glue" / "RTE"
+    RTE_TEACHER_RESULTS.mkdir(parents=True, exist_ok=True)
+    ran = []
+    base = {c["seed"]: c for c in _full_glue_cells().get(("RTE", None, True), [])}
+    gates = {str(s): _gate_record(folder, FULL_GLUE["RTE"], s, c["teacher_stage"]["val"])
+             for s, c in base.items()}  # fmt: skip
+    (RTE_TEACHER_RESULTS / "h-gates.json").write_text(json.dumps(gates, indent=2) + "\n")
+    for lr, epochs in RTE_TEACHER_GRID:
+        recipe = {**FULL_GLUE["RTE"], "teacher_lr": lr, "teacher_epochs": epochs}
+        for seed in seeds:
+            path = RTE_TEACHER_RESULTS / f"lr{lr:g}-ep{epochs:g}-seed{seed}.json"
+            if path.is_file():
+                continue
+            start = time.time()
+            res = _run_seed(recipe, folder, work / f"lr{lr:g}-ep{epochs:g}", seed,
+                            lambda what: None, lambda: None, teacher_only=True)  # fmt: skip
+            gate = _gate_record(folder, recipe, seed, res["teacher_stage"]["val"])
+            cell = {"task": "RTE", "seed": seed, "lr": lr, "epochs": epochs, "recipe": recipe,
+                    **res, "gate": gate, "wall_s": round(time.time() - start),
+                    "machine": machine()}  # fmt: skip
+            path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+            ran.append(path.name)
+            print(f"rte_teacher: lr {lr:g} x{epochs:g} seed {seed}: val "
+                  f"{res['teacher_stage']['val']:.4f} dev {res['teacher_dev']['main']:.4f}",
+                  flush=True)  # fmt: skip
+    return {"ran": ran}
 
 
 GLUE_EXTRA = {  # (a)'s CoLA and STS-B columns through the generic GLUE loader: the (g) recipe
@@ -1171,6 +1231,7 @@ def render() -> str:
     out += render_length_gap()
     out += render_s1_epochs()
     out += render_s3_lr()
+    out += render_rte_teacher()
     return "\n".join(out).strip() + "\n"
 
 
@@ -1631,10 +1692,11 @@ def render_glance() -> list[str]:
                 f"((h)): {h_gap} | {h_verdict} |")  # fmt: skip
     if len(g_cells) >= 2:
         mean, lo, hi = _interval(_gaps(g_cells))
+        k_text, k_verdict = _s3_lr_note()
         rows.append(f"| same, at the one-command CPU budget | {ses['protocol']['train_subset']:,} "
                     f"training examples ((g)): gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over "
-                    f"{len(g_cells)} seeds{_length_note('sst2_session')} | "
-                    f"{_within_3(lo, hi)} |")  # fmt: skip
+                    f"{len(g_cells)} seeds{_length_note('sst2_session')}{k_text} | "
+                    f"{_within_3(lo, hi)}{k_verdict} |")  # fmt: skip
     teach_h = [_dev(c, "S0") for c in full]
     done_s0 = [p for p in pending if p["stages"]["S0"]["status"] == "done"]
     t_text = ("dev " + ", ".join(f"{t:.1f}" for t in teach_h)) if teach_h else "no seed finished"
@@ -1688,8 +1750,9 @@ def render_glance() -> list[str]:
                 verdict = ("the teacher gate stopped every seed: no student rows" if not done
                            else "measured (no target beyond the table)")  # fmt: skip
         if parts:
+            more = _rte_teacher_note() if task == "RTE" else ""
             rows.append(f"| {task} student rows ({FULL_GLUE_METRIC[task]}; issue) | "
-                        f"{'; '.join(parts)} ((h)) | {verdict} |")  # fmt: skip
+                        f"{'; '.join(parts)} ((h)){more} | {verdict} |")  # fmt: skip
     if not rows:
         return []
     rows.append(
@@ -1705,6 +1768,31 @@ def render_glance() -> list[str]:
         *rows,
         "",
     ]
+
+
+def _s3_lr_note() -> tuple[str, str]:
+    """(k)'s evidence for the one-command SST-2 row of the glance table: the gap with S3 at the
+    rate selected on validation, and its verdict (both empty before two seeds are in)."""
+    cells, _ = _s3_lr_cells()
+    if len(cells) < 2:
+        return "", ""
+    chosen = [c["arms"][_s3_pick(c)]["S4"]["dev"]["main"] for c in cells]
+    mean, lo, hi = _interval([100 * (c["teacher_dev"]["main"] - x) for c, x in zip(cells, chosen)])
+    picks = ", ".join(_lr_text(float(_s3_pick(c))) for c in cells)
+    return (f"; S3 at the learning rate selected on validation ({picks}; (k)): gap {mean:.1f} "
+            f"[{lo:.1f}, {hi:.1f}]", f"; with (k)'s S3 rate: {_within_3(lo, hi)}")  # fmt: skip
+
+
+def _rte_teacher_note() -> str:
+    """(l)'s evidence for the RTE row of the glance table: per teacher arm the gate count."""
+    arms: dict[tuple[float, float], list[dict]] = {}
+    for f in sorted(RTE_TEACHER_RESULTS.glob("lr*-seed*.json")):
+        c = json.loads(f.read_text())
+        arms.setdefault((c["lr"], c["epochs"]), []).append(c)
+    return "".join(f"; teacher at lr {_lr_text(lr)} × {ep:g} epochs: dev "
+                   f"{_fmt([100 * c['teacher_dev']['main'] for c in cs])}, teacher gate passed in "
+                   f"{sum(c['gate']['passed'] for c in cs)} of {len(cs)} seeds ((l))"
+                   for (lr, ep), cs in arms.items())  # fmt: skip
 
 
 def _length_note(study: str) -> str:
@@ -2039,6 +2127,61 @@ def render_s3_lr() -> list[str]:
     return [*out, "\n\n".join(line.strip() for line in lines) + "\n"]
 
 
+def render_rte_teacher() -> list[str]:
+    """(l): the RTE teacher at other (lr, epochs) against (h)'s teacher-only runs, paired per
+    seed, with the teacher gate of each run."""
+    base = {c["seed"]: c for c in _full_glue_cells().get(("RTE", None, True), [])}
+    path = RTE_TEACHER_RESULTS / "h-gates.json"
+    if not base or not path.is_file():
+        return []
+    gates = json.loads(path.read_text())
+    cells: dict[tuple[float, float], dict[int, dict]] = {}
+    for f in sorted(RTE_TEACHER_RESULTS.glob("lr*-seed*.json")):
+        c = json.loads(f.read_text())
+        cells.setdefault((c["lr"], c["epochs"]), {})[c["seed"]] = c
+    if not cells:
+        return []
+    h = FULL_GLUE["RTE"]
+    arms = {(h["teacher_lr"], h["teacher_epochs"]): {s: {**c, "gate": gates[str(s)]}
+                                                     for s, c in base.items()}, **cells}  # fmt: skip
+    out = ["**(l) The RTE teacher at other learning rates and epochs** (`python benchmarks/run.py "
+           "--only rte_teacher --seeds S --work WORK`: the (h) RTE teacher run, teacher only, at "
+           "each (lr, epochs); the first row is (h)'s teacher-only runs; checkpoint every 50 steps "
+           "selected on the 250 validation examples held out of train; teacher gate: validation "
+           "accuracy above the majority class by 1.645 standard errors, the check `distill` makes "
+           "before S1; dev accuracy %, mean ± std over seeds)\n",
+           "| teacher lr × epochs | seeds | validation (selected step) | majority class, "
+           "validation | gate passed | dev | best step of N |", "|---" * 7 + "|"]  # fmt: skip
+    for (lr, ep), by_seed in arms.items():
+        cs = [by_seed[s] for s in sorted(by_seed)]
+        steps = ", ".join(f"{c['teacher_stage']['best_step']}/{c['teacher_stage']['steps']}"
+                          for c in cs)  # fmt: skip
+        out.append(f"| {_lr_text(lr)} × {ep:g} | {len(cs)} | "
+                   f"{_fmt([100 * c['teacher_stage']['val'] for c in cs])} | "
+                   f"{_fmt([100 * c['gate']['majority_val'] for c in cs])} | "
+                   f"{sum(c['gate']['passed'] for c in cs)} of {len(cs)} | "
+                   f"{_fmt([100 * c['teacher_dev']['main'] for c in cs])} | {steps} |")  # fmt: skip
+    major = statistics.mean(100 * c["majority_dev"]["main"] for c in base.values())
+    out += ["", f"Majority class on dev: {major:.1f}.\n"]
+    ref = arms[(h["teacher_lr"], h["teacher_epochs"])]
+    lines = []
+    for (lr, ep), by_seed in cells.items():
+        seeds = sorted(s for s in by_seed if s in ref)
+        if len(seeds) < 2:
+            lines.append(f"{_lr_text(lr)} × {ep:g}: {len(seeds)} seed(s) so far, no interval.")
+            continue
+        parts = []
+        for what, get in (("validation", lambda c: c["teacher_stage"]["val"]),
+                          ("dev", lambda c: c["teacher_dev"]["main"])):  # fmt: skip
+            mean, lo, hi = _interval([100 * (get(by_seed[s]) - get(ref[s])) for s in seeds])
+            parts.append(f"{what} {mean:+.1f} [{lo:+.1f}, {hi:+.1f}] (**{_verdict(lo, hi)}**)")
+        lines.append(f"{_lr_text(lr)} × {ep:g} minus (h)'s {_lr_text(h['teacher_lr'])} × "
+                     f"{h['teacher_epochs']:g}, paired over {len(seeds)} seeds (95 % t interval): "
+                     + ", ".join(parts) + ".")  # fmt: skip
+    out.append("\n\n".join(lines) + "\n")
+    return out
+
+
 LENGTH_STUDY_NAMES = {
     "sst2_session": "(g) 5,000-example subset",
     "full_glue": "(h) all training examples",
@@ -2257,6 +2400,7 @@ def main(argv: list[str] | None = None) -> int:
             "length_gap",
             "s1_epochs",
             "s3_lr",
+            "rte_teacher",
         ],
         help="benchmarks to run (recipe: the S1 learning-rate / loss / stage-split study; "
         "full_sst2: the full-data study in sittings; sst2_session: 3 seeds on an SST-2 subset in "
@@ -2266,13 +2410,14 @@ def main(argv: list[str] | None = None) -> int:
         "--study, from their checkpoints in --work; s1_epochs: S1 of each (g) seed distilled for 3 "
         "epochs instead of 1 from the same teacher, --work = the (g) checkpoint folder; s3_lr: "
         "S3 of each --seeds (g) seed at lr 1e-3, 3e-4 and 1e-4 from the same S2, selected on "
-        "validation, the (g) seed trained in --work first or resumed from it)",
+        "validation, the (g) seed trained in --work first or resumed from it; rte_teacher: the RTE "
+        "teacher of (h) at lr 1e-4 x 3 epochs and 3e-5 x 10 epochs, --seeds, teacher only)",
     )
     parser.add_argument("--tasks", nargs="+", default=list(FULL_GLUE), choices=list(FULL_GLUE),
                         help="full_glue: the tasks to run (default: all three)")  # fmt: skip
     parser.add_argument("--seeds", nargs="+", type=int, default=list(FULL_GLUE_SEEDS),
                         choices=list(FULL_GLUE_SEEDS),
-                        help="full_glue / s3_lr: the seeds to run (default: 0 1 2)")  # fmt: skip
+                        help="full_glue / s3_lr / rte_teacher: the seeds to run (default: 0 1 2)")  # fmt: skip
     parser.add_argument("--train-subset", type=int, default=None,
                         help="full_glue: use only this many (seeded) training examples per task "
                         "(default: all; recorded in each run's JSON)")  # fmt: skip
@@ -2303,7 +2448,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(default benchmarks/runs/full_glue), one subfolder per task and size; "
                         "length_gap: the checkpoints of --study (default: that study's folder); "
                         "s1_epochs: (g)'s checkpoint folder, which holds its teachers; s3_lr: (g)'s "
-                        "checkpoint folder (its seeds are trained there when missing)")  # fmt: skip
+                        "checkpoint folder (its seeds are trained there when missing); rte_teacher: "
+                        "its checkpoint folder (default benchmarks/runs/rte_teacher)")  # fmt: skip
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="full_sst2 / full_glue: stop after this many minutes, saving the "
                         "stage in progress under --work; full_sst2: rerun with --resume to "
@@ -2340,7 +2486,9 @@ def main(argv: list[str] | None = None) -> int:
                     args.data, args.study, args.work or LENGTH_STUDIES[args.study][1], args.resume
                 ),
                 "s1_epochs": lambda: bench_s1_epochs(args.data, args.work or SESSION_WORK),
-                "s3_lr": lambda: bench_s3_lr(args.data, args.work or SESSION_WORK, args.seeds)}  # fmt: skip
+                "s3_lr": lambda: bench_s3_lr(args.data, args.work or SESSION_WORK, args.seeds),
+                "rte_teacher": lambda: bench_rte_teacher(
+                    args.data, args.work or HERE / "runs" / "rte_teacher", args.seeds)}  # fmt: skip
         for name in (
             "spike_speed",
             "synthetic",
@@ -2354,6 +2502,7 @@ def main(argv: list[str] | None = None) -> int:
             "length_gap",
             "s1_epochs",
             "s3_lr",
+            "rte_teacher",
         ):
             if name not in args.only:
                 continue
@@ -2373,7 +2522,7 @@ def main(argv: list[str] | None = None) -> int:
                 name = "glue_paper_scale"
             if name == "length_gap":
                 name = f"length_gap_{args.study}"
-            if name in ("full_glue", "s3_lr"):  # runs wrote their own files (parallel: none shared)
+            if name in ("full_glue", "s3_lr", "rte_teacher"):  # runs wrote their own files
                 print(f"{name}: {payload['ran']} ({payload['wall_time_s']:.0f} s)"
                       + (f"; {payload['stopped']}" if payload.get("stopped") else ""),
                       flush=True)  # fmt: skip
