@@ -2069,7 +2069,7 @@ def render_s3_lr() -> list[str]:
             for c in pending) + ".\n")  # fmt: skip
     if not cells:
         return out
-    same = [all(c["same_dev_as_g"].values()) and len(c["same_dev_as_g"]) == 4 for c in cells]
+    same = [bool(c["same_dev_as_g"]) and all(c["same_dev_as_g"].values()) for c in cells]
     teach = [100 * c["teacher_dev"]["main"] for c in cells]
     out += ["| seed | teacher S0 | S2 | " + " | ".join(
         f"lr {name[r]}: S3 validation / S4 dev" for r in grid) + " | selected | gap S0 − S4, selected |",
@@ -2118,10 +2118,12 @@ def render_s3_lr() -> list[str]:
                  f"{iv([a - b for a, b in zip(chosen, dev[base])])}.")  # fmt: skip
     if len(cells) > 1:
         mean, lo, hi = _interval([t - c for t, c in zip(teach, chosen)])
+        m1, l1, h1 = _interval([t - d for t, d in zip(teach, dev[base])])
         lines.append(f"Target (spiking student within 3 points of its teacher, the rule of (g)) "
                      f"with the rate selected on validation: gap teacher − S4 {mean:.1f} points, "
                      f"95 % t interval [{lo:.1f}, {hi:.1f}] over {len(cells)} seeds: "
-                     f"{_within_3(lo, hi)}.")  # fmt: skip
+                     f"{_within_3(lo, hi)} (at lr {name[base]} in the same runs: {m1:.1f} "
+                     f"[{l1:.1f}, {h1:.1f}]).")  # fmt: skip
     g = (_load("sst2_session") or {}).get("seeds", {})
     ours = {"S0": lambda c: 100 * c["teacher_dev"]["main"],
             "S4": lambda c: 100 * c["arms"][base]["S4"]["dev"]["main"]}  # fmt: skip
