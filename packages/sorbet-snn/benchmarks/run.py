@@ -59,6 +59,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -563,12 +564,9 @@ RTE_TEACHER_GRID = ((1e-4, 3.0), (3e-5, 10.0))  # (lr, epochs), fixed before the
 RTE_TEACHER_RESULTS = RESULTS / "rte_teacher"
 
 
-def _gate_record(folder: Path, recipe: dict, seed: int, val_acc: float) -> dict:
-    """The teacher gate of ``run_distill`` from a run's recorded validation accuracy: above the
-    majority class of the seed's training examples on its held-out validation split by 1.645
-    standard errors of that baseline (no checkpoint needed)."""
-    import math
-
+def _train_majority(folder: Path, recipe: dict, seed: int) -> tuple[Any, list[int], int]:
+    """The training split of a study seed, the validation indices it held out (``run_distill``'s
+    split) and the most frequent class of its training examples (the majority-class baseline)."""
     from sorbet_snn.data import hold_out, load_glue
 
     train = load_glue(folder, "train")
@@ -576,7 +574,16 @@ def _gate_record(folder: Path, recipe: dict, seed: int, val_acc: float) -> dict:
     if recipe.get("train_subset") is not None:
         train_idx = train_idx[: recipe["train_subset"]]
     labels = [train.labels[i] for i in train_idx]
-    major = max(sorted(set(labels)), key=labels.count)
+    return train, val_idx, max(sorted(set(labels)), key=labels.count)
+
+
+def _gate_record(folder: Path, recipe: dict, seed: int, val_acc: float) -> dict:
+    """The teacher gate of ``run_distill`` from a run's recorded validation accuracy: above the
+    majority class of the seed's training examples on its held-out validation split by 1.645
+    standard errors of that baseline (no checkpoint needed)."""
+    import math
+
+    train, val_idx, major = _train_majority(folder, recipe, seed)
     b = sum(train.labels[i] == major for i in val_idx) / len(val_idx)
     margin = 1.645 * math.sqrt(b * (1 - b) / len(val_idx))
     return {"majority_val": b, "margin": margin, "passed": val_acc > b + margin}
@@ -798,14 +805,7 @@ def _study_majority(folder: Path, recipe: dict, seed: int, splits: dict, bins: d
     """Per split and length bin of (i): how many examples the majority class of the seed's training
     examples (``run_distill``'s split) gets right, the trivial baseline of every row; its accuracy
     on the whole dev split must equal the one the run recorded."""
-    from sorbet_snn.data import hold_out, load_glue
-
-    train = load_glue(folder, "train")
-    _, train_idx = hold_out(len(train), recipe["val_size"], seed)
-    if recipe.get("train_subset") is not None:
-        train_idx = train_idx[: recipe["train_subset"]]
-    labels = [train.labels[i] for i in train_idx]
-    major = max(sorted(set(labels)), key=labels.count)
+    major = _train_majority(folder, recipe, seed)[2]
     out = {}
     for name, sp in splits.items():
         right = [int(y == major) for y in sp.labels]
