@@ -114,8 +114,9 @@ class DistillConfig:
     )
     lr: float = param(1e-4, "learning rate of S1-S3", low=0, low_open=True, high=10)
     s3_lr: float | None = param(
-        None, "learning rate of S3 (+BSPN) alone, trained at this one rate even with --lr-grid; "
-        "S1 and S2 keep --lr, so their saved stages resume; auto: --lr (or the grid)",
+        None, "learning rate of S3 (+BSPN) alone: S3 trains this one rate for --epochs, outside "
+        "--lr-grid / --epochs-grid; S1 and S2 keep --lr, so their saved stages resume; auto: --lr "
+        "(or the grids)",
         low=0, low_open=True, high=10, none="auto",
     )  # fmt: skip
     teacher_lr: float | None = param(
