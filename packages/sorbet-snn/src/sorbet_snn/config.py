@@ -150,9 +150,9 @@ class DistillConfig:
         low=0, low_open=True, high=10_000, none="off",
     )  # fmt: skip
     teacher_gate: bool = param(
-        True, "stop with one line when the teacher is not better than the majority class "
-        "(CoLA: Matthews 0; STS-B: correlation 0) on validation by 1.645 standard errors; "
-        "--no-teacher-gate distils anyway",
+        True, "stop with one line when the teacher is not better than the best constant "
+        "prediction (CoLA: Matthews 0; STS-B: correlation 0) on validation by 1.645 standard "
+        "errors; --no-teacher-gate distils anyway",
     )  # fmt: skip
     distill_loss: str = param(
         "logit_rep", "distillation loss of S1-S3: logits + hidden states (the official flags) or "
