@@ -1761,7 +1761,10 @@ def render_glance() -> list[str]:
                 verdict = ("the teacher gate stopped every seed: no student rows" if not done
                            else "measured (no target beyond the table)")  # fmt: skip
         if parts:
-            more = _rte_teacher_note() if task == "RTE" else ""
+            more, passes = _rte_teacher_note() if task == "RTE" else ("", None)
+            if passes is False:
+                verdict = ("not measured: no RTE teacher passes the teacher gate yet (all training "
+                           "examples, (l))")  # fmt: skip
             rows.append(f"| {task} student rows ({FULL_GLUE_METRIC[task]}; issue) | "
                         f"{'; '.join(parts)} ((h)){more} | {verdict} |")  # fmt: skip
     if not rows:
@@ -1794,16 +1797,28 @@ def _s3_lr_note() -> tuple[str, str]:
             f"[{lo:.1f}, {hi:.1f}]", f"; with (k)'s S3 rate: {_within_3(lo, hi)}")  # fmt: skip
 
 
-def _rte_teacher_note() -> str:
-    """(l)'s evidence for the RTE row of the glance table: per teacher arm the gate count."""
-    arms: dict[tuple[float, float], list[dict]] = {}
+def _rte_teacher_note() -> tuple[str, bool | None]:
+    """(l)'s evidence for the RTE row of the glance table (per teacher arm, (h)'s first, the dev
+    accuracy and how many seeds pass today's teacher gate), and whether any RTE teacher passes
+    it (None before (l) has run)."""
+    path = RTE_TEACHER_RESULTS / "h-gates.json"
+    if not path.is_file():
+        return "", None
+    h = FULL_GLUE["RTE"]
+    gates = json.loads(path.read_text())
+    arms: dict[tuple[float, float], list[bool]] = {
+        (h["teacher_lr"], h["teacher_epochs"]): [g["passed"] for g in gates.values()]
+    }
+    devs: dict[tuple[float, float], list[float]] = {}
     for f in sorted(RTE_TEACHER_RESULTS.glob("lr*-seed*.json")):
         c = json.loads(f.read_text())
-        arms.setdefault((c["lr"], c["epochs"]), []).append(c)
-    return "".join(f"; teacher at lr {_lr_text(lr)} × {ep:g} epochs: dev "
-                   f"{_fmt([100 * c['teacher_dev']['main'] for c in cs])}, teacher gate passed in "
-                   f"{sum(c['gate']['passed'] for c in cs)} of {len(cs)} seeds ((l))"
-                   for (lr, ep), cs in arms.items())  # fmt: skip
+        arms.setdefault((c["lr"], c["epochs"]), []).append(c["gate"]["passed"])
+        devs.setdefault((c["lr"], c["epochs"]), []).append(100 * c["teacher_dev"]["main"])
+    text = "".join(f"; teacher at lr {_lr_text(lr)} × {ep:g} epochs"
+                   + (f": dev {_fmt(devs[(lr, ep)])}" if (lr, ep) in devs else "")
+                   + f", teacher gate passed in {sum(ok)} of {len(ok)} seeds"
+                   for (lr, ep), ok in arms.items())  # fmt: skip
+    return text + " ((l))", any(any(ok) for ok in arms.values())
 
 
 def _length_note(study: str) -> str:
@@ -1866,6 +1881,17 @@ def _render_full_glue_teacher(task: str, n: int | None, cells: list[dict]) -> li
     return [*out, ""]
 
 
+def _fails_best_constant(cell: dict) -> bool:
+    """A binary-task run recorded under the teacher gate of 0.6.0 (against the training majority
+    class, whose validation accuracy is ``baseline``) that today's gate, against the best constant
+    prediction, would stop: the other class, ``1 - baseline``, plus the margin is not beaten. (The
+    margin of 0.6.0's baseline is kept: for a binary task b(1 - b) is the same for both classes.)"""
+    g = cell.get("teacher_gate")
+    if not g or g.get("metric") != "accuracy" or not g.get("passed"):
+        return False
+    return 1 - g["baseline"] > g["baseline"] and g["value"] <= 1 - g["baseline"] + g["margin"]
+
+
 def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list[str]:
     """One (task, training-set size) of (h): the per-seed table, the paired gap, and for SST-2 on
     all training examples the issue's targets."""
@@ -1888,6 +1914,15 @@ def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list
         return out
     gaps, rows = _stage_table([c["seed"] for c in done], done)
     out += rows
+    stale = [c for c in done if _fails_best_constant(c)]
+    if stale:
+        g = [c["teacher_gate"] for c in stale]
+        out.append(f"Seed(s) {', '.join(str(c['seed']) for c in stale)} passed the teacher gate of "
+                   "0.6.0, against the training majority class; today's gate, against the best "
+                   "constant prediction, would have stopped them after S0 (validation "
+                   + ", ".join(f"{100 * x['value']:.1f} against {100 * (1 - x['baseline']):.1f} "
+                               f"+ {100 * x['margin']:.1f}" for x in g)
+                   + "): their student rows come from a teacher within noise of a constant.\n")  # fmt: skip
     if task != "SST-2" or n is not None:
         if len(gaps) > 1:
             mean, lo, hi = _interval(gaps)
