@@ -2239,6 +2239,16 @@ def render_rte_teacher() -> list[str]:
         lines.append(f"{_lr_text(lr)} × {ep:g} minus (h)'s {_lr_text(h['teacher_lr'])} × "
                      f"{h['teacher_epochs']:g}, paired over {len(seeds)} seeds (95 % t interval): "
                      + ", ".join(parts) + ".")  # fmt: skip
+    seeds = sorted(set.intersection(*(set(b) for b in arms.values())))
+    if seeds:  # per seed the arm best on validation (ties: the earlier, (h)'s first)
+        keys = list(arms)
+        pick = {s: max(keys, key=lambda k: (arms[k][s]["teacher_stage"]["val"], -keys.index(k)))
+                for s in seeds}  # fmt: skip
+        chosen = [arms[pick[s]][s] for s in seeds]
+        lines.append("Selected on validation per seed: " + ", ".join(
+            f"seed {s}: {_lr_text(pick[s][0])} × {pick[s][1]:g}" for s in seeds)
+            + f"; dev {_fmt([100 * c['teacher_dev']['main'] for c in chosen])}, teacher gate "
+            f"passed in {sum(c['gate']['passed'] for c in chosen)} of {len(chosen)}.")  # fmt: skip
     out.append("\n\n".join(lines) + "\n")
     return out
 
