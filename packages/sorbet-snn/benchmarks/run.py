@@ -1793,8 +1793,12 @@ def _s3_lr_note() -> tuple[str, str]:
     chosen = [c["arms"][_s3_pick(c)]["S4"]["dev"]["main"] for c in cells]
     mean, lo, hi = _interval([100 * (c["teacher_dev"]["main"] - x) for c, x in zip(cells, chosen)])
     picks = ", ".join(_lr_text(float(_s3_pick(c))) for c in cells)
+    base = f"{cells[0]['grid'][0]:g}"
+    m1, l1, h1 = _interval([100 * (c["teacher_dev"]["main"] - c["arms"][base]["S4"]["dev"]["main"])
+                            for c in cells])  # fmt: skip
     return (f"; S3 at the learning rate selected on validation ({picks}; (k)): gap {mean:.1f} "
-            f"[{lo:.1f}, {hi:.1f}]", f"; with (k)'s S3 rate: {_within_3(lo, hi)}")  # fmt: skip
+            f"[{lo:.1f}, {hi:.1f}] (at lr {_lr_text(float(base))} in the same runs: {m1:.1f} "
+            f"[{l1:.1f}, {h1:.1f}])", f"; with (k)'s S3 rate: {_within_3(lo, hi)}")  # fmt: skip
 
 
 def _rte_teacher_note() -> tuple[str, bool | None]:
