@@ -33,9 +33,16 @@ glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through 
     results/length_gap_<study>.json.
 (j) s1_epochs: S1 of each finished (g) seed distilled again for 3 epochs instead of one, from the
     same teacher and validation split (checkpoints in --work, the (g) folder); paired with (g)'s S1.
+(l) rte_teacher: the RTE teacher of (h) (teacher only) at lr 1e-4 x 3 epochs and 3e-5 x 10
+    epochs, --seeds, against (h)'s teacher-only runs (3e-5 x 3); one JSON per run in
+    results/rte_teacher/.
+(k) s3_lr: each --seeds (g) seed trained again in --work (or resumed from it), then S3 distilled
+    from the same S2 at lr 1e-3, 3e-4, 1e-4 and exported; the rate selected on validation; one
+    JSON per seed in results/s3_lr/.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
-    recipe energy_accounts full_sst2 sst2_session glue_extra full_glue length_gap s1_epochs]
+    recipe energy_accounts full_sst2 sst2_session glue_extra full_glue length_gap s1_epochs
+    s3_lr rte_teacher]
     [--data DIR] [--render-only] [--resume] [--paper-scale]
     [--work DIR] [--max-minutes M] [--tasks T ...] [--seeds S ...] [--device D] [--study S]
 """
@@ -52,6 +59,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -481,6 +489,150 @@ def bench_s1_epochs(data_root: Path, work: Path) -> dict:
     return out
 
 
+S3_LR_GRID = (1e-3, 3e-4, 1e-4)  # (k): S3's learning rate; the first is (g)'s; fixed before the run
+S3_LR_RESULTS = RESULTS / "s3_lr"
+
+
+def _arm_record(stages: dict, energy: dict | None, curve: list, wall_s: float) -> dict:
+    """What (k) keeps of one S3 arm: S3's validation and dev, S4's dev and agreement, the S3
+    validation curve, the energy ratio and firing rate of the spiking export."""
+    rec = {"S3": {k: stages["S3"][k] for k in ("val", "dev", "steps", "best_step")},
+           "S4": {k: stages["S4"][k] for k in ("dev", "agreement_with_S3")},
+           "S3_val_curve": curve, "wall_s": round(wall_s)}  # fmt: skip
+    if energy:
+        rec["energy_ratio"] = energy.get("energy_ratio")
+        rec["firing_rate"] = energy.get("firing_rate")
+    return rec
+
+
+def bench_s3_lr(data_root: Path, work: Path, seeds: list[int]) -> dict:
+    """(k): S3 (+BSPN) at each learning rate of ``S3_LR_GRID`` from the same S2 of each (g) seed.
+    The seed's (g) run (teacher, S1-S4 at lr 1e-3) is trained in ``work`` first, or resumed from
+    it; each other rate copies that S1 and S2 into ``work``/seed<S>/s3_lr<lr> and trains S3 there
+    (``DistillConfig.s3_lr``), then exports S4. One JSON per seed, results/s3_lr/seed<S>.json,
+    written after every arm, so seeds can run as parallel processes."""
+    import dataclasses
+    import shutil
+
+    from sorbet_snn import run_distill
+
+    folder = data_root / "glue" / "SST-2"
+    S3_LR_RESULTS.mkdir(parents=True, exist_ok=True)
+    recorded = (_load("sst2_session") or {}).get("seeds", {})
+    for seed in seeds:
+        path = S3_LR_RESULTS / f"seed{seed}.json"
+        start = time.time()
+        base = _run_seed(SST2_SESSION, folder, work, seed, lambda what: None, lambda: None)
+        st = base["stages"]
+        g = recorded.get(str(seed), {}).get("stages", {})
+        same = {k: g[k]["dev"]["main"] == st[k]["dev"]["main"] for k in st if k in g}
+        cell = {"seed": seed, "grid": list(S3_LR_GRID), "recipe": SST2_SESSION,
+                "teacher_dev": base["teacher_dev"], "majority_dev": base["majority_dev"],
+                "S1": {k: st["S1"][k] for k in ("val", "dev")},
+                "S2": {k: st["S2"][k] for k in ("val", "dev")},
+                "same_dev_as_g": same, "arms": {}}  # fmt: skip
+        cell["arms"][f"{S3_LR_GRID[0]:g}"] = _arm_record(
+            st, base.get("energy"), base["val_curves"]["S3"], time.time() - start
+        )
+        path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+        for lr in S3_LR_GRID[1:]:
+            t0 = time.time()
+            arm_out = work / f"seed{seed}" / f"s3_lr{lr:g}"
+            for stage in ("S1", "S2"):  # the same S1 and S2 as the lr 1e-3 arm
+                dst = arm_out / "stages" / stage
+                if not dst.is_dir():
+                    shutil.copytree(_stage_out(work, seed, stage) / "stages" / stage, dst)
+            cfg = dataclasses.replace(_study_config(SST2_SESSION, folder, work, seed, None, True),
+                                      s3_lr=lr)  # fmt: skip
+            res = run_distill(cfg, arm_out, log=print)
+            for stage in ("S1", "S2"):
+                if res.stages[stage]["dev"] != st[stage]["dev"]:
+                    raise SystemExit(f"s3_lr: seed {seed} lr {lr:g} did not resume {stage}")
+            cell["arms"][f"{lr:g}"] = _arm_record(res.stages, res.energy,
+                                                  _val_history(arm_out, "S3"), time.time() - t0)  # fmt: skip
+            path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+            print(f"s3_lr: seed {seed} lr {lr:g} S3 val {res.stages['S3']['val']:.4f} S4 dev "
+                  f"{res.stages['S4']['dev']['main']:.4f}", flush=True)  # fmt: skip
+        cell["wall_s"] = round(time.time() - start)
+        path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+        write_readme()
+    return {"ran": f"seeds {' '.join(map(str, seeds))}"}
+
+
+# (l): the RTE teacher at other rates / epochs; the (h) teacher-only runs are the (3e-5, 3) arm
+RTE_TEACHER_GRID = ((1e-4, 3.0), (3e-5, 10.0))  # (lr, epochs), fixed before the run, in run order
+RTE_TEACHER_RESULTS = RESULTS / "rte_teacher"
+
+
+def _train_majority(folder: Path, recipe: dict, seed: int) -> tuple[Any, list[int], int]:
+    """The training split of a study seed, the validation indices it held out (``run_distill``'s
+    split) and the most frequent class of its training examples (the majority-class baseline)."""
+    from sorbet_snn.data import hold_out, load_glue
+
+    train = load_glue(folder, "train")
+    val_idx, train_idx = hold_out(len(train), recipe["val_size"], seed)
+    if recipe.get("train_subset") is not None:
+        train_idx = train_idx[: recipe["train_subset"]]
+    labels = [train.labels[i] for i in train_idx]
+    return train, val_idx, max(sorted(set(labels)), key=labels.count)
+
+
+def _gate_record(folder: Path, recipe: dict, seed: int, val_acc: float) -> dict:
+    """The teacher gate of ``run_distill`` from a run's recorded validation accuracy (no checkpoint
+    needed): above the best constant prediction on the seed's held-out validation split by 1.645
+    standard errors of that baseline (``passed``), and the rule of 0.6.0 and before, against the
+    training majority class alone (``passed_training_majority``)."""
+    import math
+
+    train, val_idx, major = _train_majority(folder, recipe, seed)
+    labels = [train.labels[i] for i in val_idx]
+    n = len(labels)
+
+    def above(b: float) -> bool:
+        return val_acc > b + 1.645 * math.sqrt(b * (1 - b) / n)
+
+    b0 = labels.count(major) / n
+    best = max(labels.count(c) for c in set(labels)) / n
+    return {"majority_val": b0, "best_constant_val": max(b0, best), "passed": above(max(b0, best)),
+            "passed_training_majority": above(b0)}  # fmt: skip
+
+
+def bench_rte_teacher(data_root: Path, work: Path, seeds: list[int]) -> dict:
+    """(l): the RTE teacher (S0) of (h)'s recipe at each (lr, epochs) of ``RTE_TEACHER_GRID``,
+    teacher only, checkpoint every 50 steps selected on validation; with the teacher gate computed
+    from the recorded validation accuracy. One JSON per (arm, seed) in results/rte_teacher/, written
+    when the run ends; a finished one is kept."""
+    folder = data_root / "glue" / "RTE"
+    RTE_TEACHER_RESULTS.mkdir(parents=True, exist_ok=True)
+    ran = []
+    base = {c["seed"]: c for c in _full_glue_cells().get(("RTE", None, True), [])}
+    gates = {str(s): _gate_record(folder, FULL_GLUE["RTE"], s, c["teacher_stage"]["val"])
+             for s, c in base.items()}  # fmt: skip
+    (RTE_TEACHER_RESULTS / "h-gates.json").write_text(json.dumps(gates, indent=2) + "\n")
+    for lr, epochs in RTE_TEACHER_GRID:
+        recipe = {**FULL_GLUE["RTE"], "teacher_lr": lr, "teacher_epochs": epochs}
+        for seed in seeds:
+            path = RTE_TEACHER_RESULTS / f"lr{lr:g}-ep{epochs:g}-seed{seed}.json"
+            if path.is_file():  # kept; its gate is recomputed with this version's rule
+                cell = json.loads(path.read_text())
+                cell["gate"] = _gate_record(folder, recipe, seed, cell["teacher_stage"]["val"])
+                path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+                continue
+            start = time.time()
+            res = _run_seed(recipe, folder, work / f"lr{lr:g}-ep{epochs:g}", seed,
+                            lambda what: None, lambda: None, teacher_only=True)  # fmt: skip
+            gate = _gate_record(folder, recipe, seed, res["teacher_stage"]["val"])
+            cell = {"task": "RTE", "seed": seed, "lr": lr, "epochs": epochs, "recipe": recipe,
+                    **res, "gate": gate, "wall_s": round(time.time() - start),
+                    "machine": machine()}  # fmt: skip
+            path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+            ran.append(path.name)
+            print(f"rte_teacher: lr {lr:g} x{epochs:g} seed {seed}: val "
+                  f"{res['teacher_stage']['val']:.4f} dev {res['teacher_dev']['main']:.4f}",
+                  flush=True)  # fmt: skip
+    return {"ran": ran}
+
+
 GLUE_EXTRA = {  # (a)'s CoLA and STS-B columns through the generic GLUE loader: the (g) recipe
     "CoLA": {**SST2_SESSION, "train_subset": 2000, "val_size": 300, "eval_every": 25},
     "STS-B": {**SST2_SESSION, "train_subset": 2000, "val_size": 300, "eval_every": 25,
@@ -659,6 +811,25 @@ def _study_splits(folder: Path, recipe: dict, seed: int) -> dict:
     return {"val": train.subset(val_idx), "dev": load_glue(folder, "dev")}
 
 
+def _study_majority(folder: Path, recipe: dict, seed: int, splits: dict, bins: dict,
+                    cell: dict) -> dict[str, list[int]]:  # fmt: skip
+    """Per split and length bin of (i): how many examples the majority class of the seed's training
+    examples (``run_distill``'s split) gets right, the trivial baseline of every row; its accuracy
+    on the whole dev split must equal the one the run recorded."""
+    major = _train_majority(folder, recipe, seed)[2]
+    out = {}
+    for name, sp in splits.items():
+        right = [int(y == major) for y in sp.labels]
+        out[name] = [sum(r for r, b in zip(right, bins[name]) if b == i)
+                     for i in range(len(LENGTH_BINS))]  # fmt: skip
+    recorded = cell["majority_dev"]["main"]
+    if abs(sum(out["dev"]) / len(splits["dev"].labels) - recorded) > 1e-9:
+        raise SystemExit(
+            f"length_gap: seed {seed} majority class on dev != recorded {recorded:.4f}"
+        )
+    return out
+
+
 def _study_seed_cells(study: str) -> dict[int, dict]:
     """The finished SST-2 seeds of a study ((g) or (h) on all training examples) by seed."""
     if study == "sst2_session":
@@ -686,15 +857,20 @@ def bench_length_gap(data_root: Path, study: str, work: Path, resume: bool = Fal
         raise SystemExit(f"length_gap: no finished SST-2 seed of {study} (run it first)")
     old = _load(f"length_gap_{study}") if resume else None
     out: dict = {"study": study, "bins": LENGTH_BINS, "seeds": (old or {}).get("seeds", {})}
+    if old:  # the calls before this one, so a resume does not hide what the first one cost
+        out["earlier_runs"] = [*old.get("earlier_runs", []), {k: old[k] for k in
+                               ("invoked_as", "wall_time_s", "machine") if k in old}]  # fmt: skip
     for seed, cell in cells.items():
-        if str(seed) in out["seeds"]:
-            print(f"length_gap: {study} seed {seed} kept", flush=True)
-            continue
         splits = _study_splits(folder, recipe, seed)
         bins = {name: [_length_bin(len(t.split())) for t in sp.text_a]
                 for name, sp in splits.items()}  # fmt: skip
+        majority = _study_majority(folder, recipe, seed, splits, bins, cell)
+        if str(seed) in out["seeds"]:  # kept; the baseline needs no checkpoint, so it is added
+            print(f"length_gap: {study} seed {seed} kept", flush=True)
+            out["seeds"][str(seed)]["majority"] = majority
+            continue
         row: dict = {"n": {name: [b.count(i) for i in range(len(LENGTH_BINS))]
-                              for name, b in bins.items()}, "correct": {}}  # fmt: skip
+                              for name, b in bins.items()}, "correct": {}, "majority": majority}  # fmt: skip
         for stage in LENGTH_STAGES:
             path = (_stage_out(work, seed, stage) / "stages" / stage if stage != "S4"
                     else _stage_out(work, seed, stage) / "snn")  # fmt: skip
@@ -1065,6 +1241,8 @@ def render() -> str:
     out += render_full_glue()
     out += render_length_gap()
     out += render_s1_epochs()
+    out += render_s3_lr()
+    out += render_rte_teacher()
     return "\n".join(out).strip() + "\n"
 
 
@@ -1525,10 +1703,11 @@ def render_glance() -> list[str]:
                 f"((h)): {h_gap} | {h_verdict} |")  # fmt: skip
     if len(g_cells) >= 2:
         mean, lo, hi = _interval(_gaps(g_cells))
+        k_text, k_verdict = _s3_lr_note()
         rows.append(f"| same, at the one-command CPU budget | {ses['protocol']['train_subset']:,} "
                     f"training examples ((g)): gap {mean:.1f} [{lo:.1f}, {hi:.1f}] over "
-                    f"{len(g_cells)} seeds{_length_note('sst2_session')} | "
-                    f"{_within_3(lo, hi)} |")  # fmt: skip
+                    f"{len(g_cells)} seeds{_length_note('sst2_session')}{k_text} | "
+                    f"{_within_3(lo, hi)}{k_verdict} |")  # fmt: skip
     teach_h = [_dev(c, "S0") for c in full]
     done_s0 = [p for p in pending if p["stages"]["S0"]["status"] == "done"]
     t_text = ("dev " + ", ".join(f"{t:.1f}" for t in teach_h)) if teach_h else "no seed finished"
@@ -1582,8 +1761,12 @@ def render_glance() -> list[str]:
                 verdict = ("the teacher gate stopped every seed: no student rows" if not done
                            else "measured (no target beyond the table)")  # fmt: skip
         if parts:
+            more, passes = _rte_teacher_note() if task == "RTE" else ("", None)
+            if passes is False:
+                verdict = ("not measured: no RTE teacher passes the teacher gate yet (all training "
+                           "examples, (l))")  # fmt: skip
             rows.append(f"| {task} student rows ({FULL_GLUE_METRIC[task]}; issue) | "
-                        f"{'; '.join(parts)} ((h)) | {verdict} |")  # fmt: skip
+                        f"{'; '.join(parts)} ((h)){more} | {verdict} |")  # fmt: skip
     if not rows:
         return []
     rows.append(
@@ -1599,6 +1782,47 @@ def render_glance() -> list[str]:
         *rows,
         "",
     ]
+
+
+def _s3_lr_note() -> tuple[str, str]:
+    """(k)'s evidence for the one-command SST-2 row of the glance table: the gap with S3 at the
+    rate selected on validation, and its verdict (both empty before two seeds are in)."""
+    cells, _ = _s3_lr_cells()
+    if len(cells) < 2:
+        return "", ""
+    chosen = [c["arms"][_s3_pick(c)]["S4"]["dev"]["main"] for c in cells]
+    mean, lo, hi = _interval([100 * (c["teacher_dev"]["main"] - x) for c, x in zip(cells, chosen)])
+    picks = ", ".join(_lr_text(float(_s3_pick(c))) for c in cells)
+    base = f"{cells[0]['grid'][0]:g}"
+    m1, l1, h1 = _interval([100 * (c["teacher_dev"]["main"] - c["arms"][base]["S4"]["dev"]["main"])
+                            for c in cells])  # fmt: skip
+    return (f"; S3 at the learning rate selected on validation ({picks}; (k)): gap {mean:.1f} "
+            f"[{lo:.1f}, {hi:.1f}] (at lr {_lr_text(float(base))} in the same runs: {m1:.1f} "
+            f"[{l1:.1f}, {h1:.1f}])", f"; with (k)'s S3 rate: {_within_3(lo, hi)}")  # fmt: skip
+
+
+def _rte_teacher_note() -> tuple[str, bool | None]:
+    """(l)'s evidence for the RTE row of the glance table (per teacher arm, (h)'s first, the dev
+    accuracy and how many seeds pass today's teacher gate), and whether any RTE teacher passes
+    it (None before (l) has run)."""
+    path = RTE_TEACHER_RESULTS / "h-gates.json"
+    if not path.is_file():
+        return "", None
+    h = FULL_GLUE["RTE"]
+    gates = json.loads(path.read_text())
+    arms: dict[tuple[float, float], list[bool]] = {
+        (h["teacher_lr"], h["teacher_epochs"]): [g["passed"] for g in gates.values()]
+    }
+    devs: dict[tuple[float, float], list[float]] = {}
+    for f in sorted(RTE_TEACHER_RESULTS.glob("lr*-seed*.json")):
+        c = json.loads(f.read_text())
+        arms.setdefault((c["lr"], c["epochs"]), []).append(c["gate"]["passed"])
+        devs.setdefault((c["lr"], c["epochs"]), []).append(100 * c["teacher_dev"]["main"])
+    text = "".join(f"; teacher at lr {_lr_text(lr)} × {ep:g} epochs"
+                   + (f": dev {_fmt(devs[(lr, ep)])}" if (lr, ep) in devs else "")
+                   + f", teacher gate passed in {sum(ok)} of {len(ok)} seeds"
+                   for (lr, ep), ok in arms.items())  # fmt: skip
+    return text + " ((l))", any(any(ok) for ok in arms.values())
 
 
 def _length_note(study: str) -> str:
@@ -1661,6 +1885,17 @@ def _render_full_glue_teacher(task: str, n: int | None, cells: list[dict]) -> li
     return [*out, ""]
 
 
+def _fails_best_constant(cell: dict) -> bool:
+    """A binary-task run recorded under the teacher gate of 0.6.0 (against the training majority
+    class, whose validation accuracy is ``baseline``) that today's gate, against the best constant
+    prediction, would stop: the other class, ``1 - baseline``, plus the margin is not beaten. (The
+    margin of 0.6.0's baseline is kept: for a binary task b(1 - b) is the same for both classes.)"""
+    g = cell.get("teacher_gate")
+    if not g or g.get("metric") != "accuracy" or not g.get("passed"):
+        return False
+    return 1 - g["baseline"] > g["baseline"] and g["value"] <= 1 - g["baseline"] + g["margin"]
+
+
 def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list[str]:
     """One (task, training-set size) of (h): the per-seed table, the paired gap, and for SST-2 on
     all training examples the issue's targets."""
@@ -1683,6 +1918,15 @@ def _render_full_glue_group(task: str, n: int | None, cells: list[dict]) -> list
         return out
     gaps, rows = _stage_table([c["seed"] for c in done], done)
     out += rows
+    stale = [c for c in done if _fails_best_constant(c)]
+    if stale:
+        g = [c["teacher_gate"] for c in stale]
+        out.append(f"Seed(s) {', '.join(str(c['seed']) for c in stale)} passed the teacher gate of "
+                   "0.6.0, against the training majority class; today's gate, against the best "
+                   "constant prediction, would have stopped them after S0 (validation "
+                   + ", ".join(f"{100 * x['value']:.1f} against {100 * (1 - x['baseline']):.1f} "
+                               f"+ {100 * x['margin']:.1f}" for x in g)
+                   + "): their student rows come from a teacher within noise of a constant.\n")  # fmt: skip
     if task != "SST-2" or n is not None:
         if len(gaps) > 1:
             mean, lo, hi = _interval(gaps)
@@ -1829,6 +2073,190 @@ def render_s1_epochs() -> list[str]:
     return out
 
 
+def _s3_lr_cells() -> tuple[list[dict], list[dict]]:
+    """(k)'s seeds with every arm of the grid finished, and those still in progress, by seed."""
+    cells = [json.loads(p.read_text()) for p in sorted(S3_LR_RESULTS.glob("seed*.json"))]
+    cells.sort(key=lambda c: c["seed"])
+    done = [c for c in cells if len(c["arms"]) == len(c["grid"]) and "wall_s" in c]
+    return done, [c for c in cells if c not in done]
+
+
+def _lr_text(lr: float) -> str:
+    """A learning rate as the README writes it: 1e-3, 3e-4."""
+    return f"{lr:.0e}".replace("e-0", "e-")
+
+
+def _s3_pick(cell: dict) -> str:
+    """The S3 rate of one (k) seed selected on validation (ties: the larger rate, first in the
+    grid, which starts with (g)'s)."""
+    rates = [f"{lr:g}" for lr in cell["grid"]]
+    return max(rates, key=lambda r: (cell["arms"][r]["S3"]["val"], -rates.index(r)))
+
+
+def _largest_fall(curve: list) -> float:
+    """The largest fall (points) of validation accuracy from one check to the next."""
+    vals = [100 * v for _, v in curve]
+    return max([0.0, *(a - b for a, b in itertools.pairwise(vals))])
+
+
+def render_s3_lr() -> list[str]:
+    """(k): S3's learning rate from the same S2, selected on validation, paired per seed."""
+    cells, pending = _s3_lr_cells()
+    if not cells and not pending:
+        return []
+    rates = (cells or pending)[0]["grid"]
+    grid, name = [f"{lr:g}" for lr in rates], {f"{lr:g}": _lr_text(lr) for lr in rates}
+    base = grid[0]
+    out = [f"**(k) S3 (+BSPN) learning rate on the (g) subset** (`python benchmarks/run.py --only "
+           f"s3_lr --seeds S --work WORK`: each (g) seed is trained again with (g)'s recipe, then "
+           f"S3 is distilled from the same S2 at lr {', '.join(name.values())} (`DistillConfig.s3_lr`, "
+           "`--s3-lr`) and exported as S4; checkpoint every 50 steps selected on the 500 "
+           "held-out validation examples; rule fixed before the run: per seed the rate with the "
+           "best S3 validation accuracy is selected (ties: the larger rate); dev accuracy %)\n"]  # fmt: skip
+    if pending:
+        out.append("In progress: " + "; ".join(
+            f"seed {c['seed']}: lr {', '.join(name[r] for r in c['arms'])} done"
+            for c in pending) + ".\n")  # fmt: skip
+    if not cells:
+        return out
+    same = [bool(c["same_dev_as_g"]) and all(c["same_dev_as_g"].values()) for c in cells]
+    teach = [100 * c["teacher_dev"]["main"] for c in cells]
+    out += ["| seed | teacher S0 | S2 | " + " | ".join(
+        f"lr {name[r]}: S3 validation / S4 dev" for r in grid) + " | selected | gap S0 − S4, selected |",
+        "|---" * (5 + len(grid)) + "|"]  # fmt: skip
+    picks = [_s3_pick(c) for c in cells]
+    dev = {r: [100 * c["arms"][r]["S4"]["dev"]["main"] for c in cells] for r in grid}
+    val = {r: [100 * c["arms"][r]["S3"]["val"] for c in cells] for r in grid}
+    chosen = [dev[p][i] for i, p in enumerate(picks)]
+    for i, c in enumerate(cells):
+        arms = " | ".join(f"{val[r][i]:.1f} / {dev[r][i]:.1f}" for r in grid)
+        out.append(f"| {c['seed']} | {teach[i]:.1f} | {100 * c['S2']['dev']['main']:.1f} | {arms} "
+                   f"| {name[picks[i]]} | {teach[i] - chosen[i]:.1f} |")  # fmt: skip
+    out.append("")
+
+    def iv(diffs: list[float]) -> str:
+        mean, lo, hi = _interval(diffs)
+        if len(diffs) < 2:
+            return f"{mean:+.1f} (one seed)"
+        return f"{mean:+.1f} [{lo:+.1f}, {hi:+.1f}] (**{_verdict(lo, hi)}**)"
+
+    out += [
+        "| S3 lr | S3 validation | S4 dev | S2 → S3 dev loss (points) | largest fall of S3 "
+        "validation between checks (points) | firing rate | E_ANN / E_SNN |",
+        "|---" * 7 + "|",
+    ]
+    s2 = [100 * c["S2"]["dev"]["main"] for c in cells]
+    for r in grid:
+        loss = [a - b for a, b in zip(s2, (100 * c["arms"][r]["S3"]["dev"]["main"] for c in cells))]
+        fall = [_largest_fall(c["arms"][r]["S3_val_curve"]) for c in cells]
+        fire = [c["arms"][r].get("firing_rate") for c in cells]
+        ratio = [c["arms"][r].get("energy_ratio") for c in cells]
+        fire_t = _fmt(fire, 3) if None not in fire else "–"  # type: ignore[arg-type]
+        ratio_t = _fmt(ratio, 2) + "x" if None not in ratio else "–"  # type: ignore[arg-type]
+        mean, lo, hi = _interval(loss)
+        loss_t = f"{mean:.1f}" + (f" [{lo:.1f}, {hi:.1f}]" if len(loss) > 1 else "")
+        out.append(f"| {name[r]} | {_fmt(val[r])} | {_fmt(dev[r])} | {loss_t} | {_fmt(fall)} | "
+                   f"{fire_t} | {ratio_t} |")  # fmt: skip
+    out.append("")
+    lines = [f"Paired over {len(cells)} seed(s), each rate minus lr {name[base]} (95 % t "
+             "interval): " + "; ".join(f"lr {name[r]}: S3 validation {iv([a - b for a, b in zip(val[r], val[base])])}, "
+                         f"S4 dev {iv([a - b for a, b in zip(dev[r], dev[base])])}"
+                         for r in grid[1:]) + "."]  # fmt: skip
+    per_seed = ", ".join(f"seed {c['seed']}: lr {name[p]}" for c, p in zip(cells, picks))
+    lines.append(f"Selected on validation: {per_seed}; S4 dev at the selected rate minus at lr "
+                 f"{name[base]}: "
+                 f"{iv([a - b for a, b in zip(chosen, dev[base])])}.")  # fmt: skip
+    if len(cells) > 1:
+        mean, lo, hi = _interval([t - c for t, c in zip(teach, chosen)])
+        m1, l1, h1 = _interval([t - d for t, d in zip(teach, dev[base])])
+        lines.append(f"Target (spiking student within 3 points of its teacher, the rule of (g)) "
+                     f"with the rate selected on validation: gap teacher − S4 {mean:.1f} points, "
+                     f"95 % t interval [{lo:.1f}, {hi:.1f}] over {len(cells)} seeds: "
+                     f"{_within_3(lo, hi)} (at lr {name[base]} in the same runs: {m1:.1f} "
+                     f"[{l1:.1f}, {h1:.1f}]).")  # fmt: skip
+    g = (_load("sst2_session") or {}).get("seeds", {})
+    ours = {"S0": lambda c: 100 * c["teacher_dev"]["main"],
+            "S4": lambda c: 100 * c["arms"][base]["S4"]["dev"]["main"]}  # fmt: skip
+    diffs = {st: [abs(get(c) - _dev(g[str(c["seed"])], st)) for c in cells if str(c["seed"]) in g]
+             for st, get in ours.items()}  # fmt: skip
+    if diffs["S0"]:
+        lines.append(f"The lr {name[base]} arm is (g)'s recipe, seeds and data trained again: it "
+                     f"made the dev accuracies (g) recorded at every stage in {sum(same)} of "
+                     f"{len(cells)} seed(s) (mean absolute difference to (g): teacher "
+                     f"{statistics.mean(diffs['S0']):.1f}, S4 {statistics.mean(diffs['S4']):.1f} "
+                     "points), so (k) compares its arms within its own runs only.\n")  # fmt: skip
+    return [*out, "\n\n".join(line.strip() for line in lines) + "\n"]
+
+
+def render_rte_teacher() -> list[str]:
+    """(l): the RTE teacher at other (lr, epochs) against (h)'s teacher-only runs, paired per
+    seed, with the teacher gate of each run."""
+    base = {c["seed"]: c for c in _full_glue_cells().get(("RTE", None, True), [])}
+    path = RTE_TEACHER_RESULTS / "h-gates.json"
+    if not base or not path.is_file():
+        return []
+    gates = json.loads(path.read_text())
+    cells: dict[tuple[float, float], dict[int, dict]] = {}
+    for f in sorted(RTE_TEACHER_RESULTS.glob("lr*-seed*.json")):
+        c = json.loads(f.read_text())
+        cells.setdefault((c["lr"], c["epochs"]), {})[c["seed"]] = c
+    if not cells:
+        return []
+    h = FULL_GLUE["RTE"]
+    arms = {(h["teacher_lr"], h["teacher_epochs"]): {s: {**c, "gate": gates[str(s)]}
+                                                     for s, c in base.items()}, **cells}  # fmt: skip
+    out = ["**(l) The RTE teacher at other learning rates and epochs** (`python benchmarks/run.py "
+           "--only rte_teacher --seeds S --work WORK`: the (h) RTE teacher run, teacher only, at "
+           "each (lr, epochs); the first row is (h)'s teacher-only runs; checkpoint every 50 steps "
+           "selected on the 250 validation examples held out of train; teacher gate: validation "
+           "accuracy above the best constant prediction by 1.645 standard errors, the check "
+           "`distill` makes before S1; in brackets the rule of 0.6.0 and before, against the "
+           "training majority class alone; dev accuracy %, mean ± std over seeds)\n",
+           "| teacher lr × epochs | seeds | validation (selected step) | training majority class, "
+           "validation | best constant, validation | gate passed (0.6.0's rule: training "
+           "majority) | dev | best step of N |", "|---" * 8 + "|"]  # fmt: skip
+    for (lr, ep), by_seed in arms.items():
+        cs = [by_seed[s] for s in sorted(by_seed)]
+        steps = ", ".join(f"{c['teacher_stage']['best_step']}/{c['teacher_stage']['steps']}"
+                          for c in cs)  # fmt: skip
+        out.append(f"| {_lr_text(lr)} × {ep:g} | {len(cs)} | "
+                   f"{_fmt([100 * c['teacher_stage']['val'] for c in cs])} | "
+                   f"{_fmt([100 * c['gate']['majority_val'] for c in cs])} | "
+                   f"{_fmt([100 * c['gate']['best_constant_val'] for c in cs])} | "
+                   f"{sum(c['gate']['passed'] for c in cs)} of {len(cs)} "
+                   f"({sum(c['gate']['passed_training_majority'] for c in cs)} of {len(cs)}) | "
+                   f"{_fmt([100 * c['teacher_dev']['main'] for c in cs])} | {steps} |")  # fmt: skip
+    major = statistics.mean(100 * c["majority_dev"]["main"] for c in base.values())
+    out += ["", f"Majority class on dev: {major:.1f}.\n"]
+    ref = arms[(h["teacher_lr"], h["teacher_epochs"])]
+    lines = []
+    for (lr, ep), by_seed in cells.items():
+        seeds = sorted(s for s in by_seed if s in ref)
+        if len(seeds) < 2:
+            lines.append(f"{_lr_text(lr)} × {ep:g}: {len(seeds)} seed(s) so far, no interval.")
+            continue
+        parts = []
+        for what, get in (("validation", lambda c: c["teacher_stage"]["val"]),
+                          ("dev", lambda c: c["teacher_dev"]["main"])):  # fmt: skip
+            mean, lo, hi = _interval([100 * (get(by_seed[s]) - get(ref[s])) for s in seeds])
+            parts.append(f"{what} {mean:+.1f} [{lo:+.1f}, {hi:+.1f}] (**{_verdict(lo, hi)}**)")
+        lines.append(f"{_lr_text(lr)} × {ep:g} minus (h)'s {_lr_text(h['teacher_lr'])} × "
+                     f"{h['teacher_epochs']:g}, paired over {len(seeds)} seeds (95 % t interval): "
+                     + ", ".join(parts) + ".")  # fmt: skip
+    seeds = sorted(set.intersection(*(set(b) for b in arms.values())))
+    if seeds:  # per seed the arm best on validation (ties: the earlier, (h)'s first)
+        keys = list(arms)
+        pick = {s: max(keys, key=lambda k: (arms[k][s]["teacher_stage"]["val"], -keys.index(k)))
+                for s in seeds}  # fmt: skip
+        chosen = [arms[pick[s]][s] for s in seeds]
+        lines.append("Selected on validation per seed: " + ", ".join(
+            f"seed {s}: {_lr_text(pick[s][0])} × {pick[s][1]:g}" for s in seeds)
+            + f"; dev {_fmt([100 * c['teacher_dev']['main'] for c in chosen])}, teacher gate "
+            f"passed in {sum(c['gate']['passed'] for c in chosen)} of {len(chosen)}.")  # fmt: skip
+    out.append("\n\n".join(lines) + "\n")
+    return out
+
+
 LENGTH_STUDY_NAMES = {
     "sst2_session": "(g) 5,000-example subset",
     "full_glue": "(h) all training examples",
@@ -1862,8 +2290,10 @@ def _len_count(res: dict, key: dict, split: str, b: int | None) -> int:
 
 
 def _len_acc(res: dict, r: dict, stage: str, split: str, b: int | None) -> float:
-    """Accuracy % of ``stage`` of one seed ``r`` of (i) on bin ``b`` of ``split``."""
-    return 100 * _len_count(res, r["correct"][stage], split, b) / _len_count(res, r["n"], split, b)
+    """Accuracy % of ``stage`` (or ``"majority"``, the majority class) of one seed ``r`` of (i) on
+    bin ``b`` of ``split``."""
+    right = r["majority"] if stage == "majority" else r["correct"][stage]
+    return 100 * _len_count(res, right, split, b) / _len_count(res, r["n"], split, b)
 
 
 def _len_gap(res: dict, stage: str, split: str, b: int | None) -> list[float]:
@@ -1898,8 +2328,8 @@ def _render_length_study(res: dict, label: str) -> list[str]:
 
     out = [f"*{label}*, {len(rows)} seed(s) (accuracy %, mean over seeds; gap = teacher − stage, "
            "points, mean and 95 % t interval over seeds)\n",
-           "| split | words | examples per seed (share of split) | teacher S0 | S1 | S4 spiking | "
-           "gap S0 − S1 | gap S0 − S4 |", "|---" * 8 + "|"]  # fmt: skip
+           "| split | words | examples per seed (share of split) | majority class | teacher S0 | "
+           "S1 | S4 spiking | gap S0 − S1 | gap S0 − S4 |", "|---" * 9 + "|"]  # fmt: skip
     for split, name in (("val", "validation (held out of train)"), ("dev", "dev")):
         for b in bins:
             if any(_len_count(res, r["n"], split, b) == 0 for r in rows):
@@ -1911,8 +2341,14 @@ def _render_length_study(res: dict, label: str) -> list[str]:
                 for st in ("S0", "S1", "S4")
             ]
             gaps = [iv(_len_gap(res, st, split, b)) for st in ("S1", "S4")]
+            major = "–"
+            if all("majority" in r for r in rows):
+                major = (
+                    f"{statistics.mean(_len_acc(res, r, 'majority', split, b) for r in rows):.1f}"
+                )
             out.append(f"| {name} | {words} | {n:.0f} ({100 if b is None else share(split, b):.0f} "
-                       "%) | " + " | ".join([*(f"{a:.1f}" for a in accs), *gaps]) + " |")  # fmt: skip
+                       f"%) | {major} | " + " | ".join([*(f"{a:.1f}" for a in accs), *gaps])
+                       + " |")  # fmt: skip
     out.append("")
     short, long = 0, len(res["bins"]) - 1
     notes = []
@@ -2038,6 +2474,8 @@ def main(argv: list[str] | None = None) -> int:
             "full_glue",
             "length_gap",
             "s1_epochs",
+            "s3_lr",
+            "rte_teacher",
         ],
         help="benchmarks to run (recipe: the S1 learning-rate / loss / stage-split study; "
         "full_sst2: the full-data study in sittings; sst2_session: 3 seeds on an SST-2 subset in "
@@ -2045,13 +2483,16 @@ def main(argv: list[str] | None = None) -> int:
         "sets of SST-2, CoLA and RTE, one run per --tasks x --seeds, meant for --device cuda; "
         "length_gap: accuracy by sentence length of every stage of the finished SST-2 seeds of "
         "--study, from their checkpoints in --work; s1_epochs: S1 of each (g) seed distilled for 3 "
-        "epochs instead of 1 from the same teacher, --work = the (g) checkpoint folder)",
+        "epochs instead of 1 from the same teacher, --work = the (g) checkpoint folder; s3_lr: "
+        "S3 of each --seeds (g) seed at lr 1e-3, 3e-4 and 1e-4 from the same S2, selected on "
+        "validation, the (g) seed trained in --work first or resumed from it; rte_teacher: the RTE "
+        "teacher of (h) at lr 1e-4 x 3 epochs and 3e-5 x 10 epochs, --seeds, teacher only)",
     )
     parser.add_argument("--tasks", nargs="+", default=list(FULL_GLUE), choices=list(FULL_GLUE),
                         help="full_glue: the tasks to run (default: all three)")  # fmt: skip
     parser.add_argument("--seeds", nargs="+", type=int, default=list(FULL_GLUE_SEEDS),
                         choices=list(FULL_GLUE_SEEDS),
-                        help="full_glue: the seeds to run (default: 0 1 2)")  # fmt: skip
+                        help="full_glue / s3_lr / rte_teacher: the seeds to run (default: 0 1 2)")  # fmt: skip
     parser.add_argument("--train-subset", type=int, default=None,
                         help="full_glue: use only this many (seeded) training examples per task "
                         "(default: all; recorded in each run's JSON)")  # fmt: skip
@@ -2081,7 +2522,9 @@ def main(argv: list[str] | None = None) -> int:
                         "benchmarks/runs/glue_extra); full_glue: its checkpoint folder "
                         "(default benchmarks/runs/full_glue), one subfolder per task and size; "
                         "length_gap: the checkpoints of --study (default: that study's folder); "
-                        "s1_epochs: (g)'s checkpoint folder, which holds its teachers")  # fmt: skip
+                        "s1_epochs: (g)'s checkpoint folder, which holds its teachers; s3_lr: (g)'s "
+                        "checkpoint folder (its seeds are trained there when missing); rte_teacher: "
+                        "its checkpoint folder (default benchmarks/runs/rte_teacher)")  # fmt: skip
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="full_sst2 / full_glue: stop after this many minutes, saving the "
                         "stage in progress under --work; full_sst2: rerun with --resume to "
@@ -2117,7 +2560,10 @@ def main(argv: list[str] | None = None) -> int:
                 "length_gap": lambda: bench_length_gap(
                     args.data, args.study, args.work or LENGTH_STUDIES[args.study][1], args.resume
                 ),
-                "s1_epochs": lambda: bench_s1_epochs(args.data, args.work or SESSION_WORK)}  # fmt: skip
+                "s1_epochs": lambda: bench_s1_epochs(args.data, args.work or SESSION_WORK),
+                "s3_lr": lambda: bench_s3_lr(args.data, args.work or SESSION_WORK, args.seeds),
+                "rte_teacher": lambda: bench_rte_teacher(
+                    args.data, args.work or HERE / "runs" / "rte_teacher", args.seeds)}  # fmt: skip
         for name in (
             "spike_speed",
             "synthetic",
@@ -2130,6 +2576,8 @@ def main(argv: list[str] | None = None) -> int:
             "full_glue",
             "length_gap",
             "s1_epochs",
+            "s3_lr",
+            "rte_teacher",
         ):
             if name not in args.only:
                 continue
@@ -2149,8 +2597,8 @@ def main(argv: list[str] | None = None) -> int:
                 name = "glue_paper_scale"
             if name == "length_gap":
                 name = f"length_gap_{args.study}"
-            if name == "full_glue":  # its runs wrote their own files (parallel runs share none)
-                print(f"full_glue: {payload['ran']} ({payload['wall_time_s']:.0f} s)"
+            if name in ("full_glue", "s3_lr", "rte_teacher"):  # runs wrote their own files
+                print(f"{name}: {payload['ran']} ({payload['wall_time_s']:.0f} s)"
                       + (f"; {payload['stopped']}" if payload.get("stopped") else ""),
                       flush=True)  # fmt: skip
                 continue

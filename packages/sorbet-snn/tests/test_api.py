@@ -77,8 +77,28 @@ def test_diverged_training_fails_naming_the_rate(tiny, tmp_path, monkeypatch, ca
     assert not out.exists()  # no results for a run that did not train
 
 
+def test_s3_diverging_at_its_own_rate_names_s3_lr(tiny, tmp_path, monkeypatch, capsys):
+    import sorbet_snn.distill as distill
+
+    real = distill.train_stage
+
+    def diverge_in_s3(*args, desc="train", **kwargs):
+        if desc.startswith("S3"):
+            raise FloatingPointError(f"{desc}: loss is nan at step 1")
+        return real(*args, desc=desc, **kwargs)
+
+    monkeypatch.setattr(distill, "train_stage", diverge_in_s3)
+    _, data, teacher = tiny
+    argv = ["distill", "--data", str(data), "--teacher", str(teacher), "--stages", "S1,S2,S3",
+            "--max-len", "16", "--max-steps", "1", "--s3-lr", "5", "--no-teacher-gate",
+            "--out", str(tmp_path / "o"), "--quiet"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--s3-lr" in err[0] and "S3" in err[0]
+
+
 def test_random_teacher_stops_at_the_gate_in_one_line(tiny, tmp_path, capsys):
-    """A teacher no better than the majority class: distil stops before S1, one line, exit 2."""
+    """A teacher no better than a constant prediction: distil stops before S1, one line, exit 2."""
     _, data, teacher = tiny
     out = tmp_path / "o"
     argv = ["distill", "--data", str(data), "--teacher", str(teacher), "--stages", "S1,S2,S3,S4",
@@ -86,7 +106,7 @@ def test_random_teacher_stops_at_the_gate_in_one_line(tiny, tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--teacher-gate" in err[0] and "--no-teacher-gate" in err[0]
-    assert "not above the majority class" in err[0]
+    assert "not above the majority class" in err[0] or "not above the best constant" in err[0]
     assert not (out / "stages" / "S1").exists()  # stopped before distilling
     with pytest.raises(ConfigError, match="teacher gate") as info:
         run_distill(DistillConfig(data=data, teacher=teacher, stages=("S1",), max_len=16,

@@ -21,7 +21,7 @@ def distilled(tmp_path_factory):
     BertForSequenceClassification(cfg).save_pretrained(str(teacher_dir))
     out = root / "run"
     argv = ["distill", "--data", str(data), "--teacher", str(teacher_dir), "--finetune-teacher",
-            "always", "--teacher-epochs", "8", "--teacher-lr", "1e-3", "--epochs", "2",
+            "always", "--teacher-epochs", "12", "--teacher-lr", "1e-3", "--epochs", "2",
             "--lr", "1e-3", "--max-len", "32", "--val-size", "100", "--eval-every", "0",
             "--out", str(out), "--quiet"]  # fmt: skip
     assert main(argv) == 0

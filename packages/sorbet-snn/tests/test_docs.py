@@ -19,7 +19,7 @@ def test_readme_has_results_and_no_machine_paths():
 
 
 def test_results_json_hold_no_machine_paths():
-    for path in sorted((PKG / "benchmarks" / "results").glob("*.json")):
+    for path in sorted((PKG / "benchmarks" / "results").rglob("*.json")):
         text = path.read_text(encoding="utf-8")
         json.loads(text)
         assert not MACHINE_PATH.search(text), path.name

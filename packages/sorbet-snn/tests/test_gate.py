@@ -1,5 +1,6 @@
 """The teacher sanity gate: distillation stops when the teacher is no better than the trivial
-baseline on validation (accuracy vs the majority class, CoLA Matthews vs 0, STS-B correlation vs 0)."""
+baseline on validation (accuracy vs the best constant prediction, CoLA Matthews vs 0, STS-B
+correlation vs 0)."""
 
 import math
 from types import SimpleNamespace
@@ -46,6 +47,19 @@ def test_classification_gate_is_accuracy_above_majority_by_the_margin(task):
     ok = teacher_gate(Oracle(2), val_set(good, labels), train_labels, task)
     assert ok["passed"] and math.isclose(ok["value"], 0.71)
     assert "--no-teacher-gate" not in ok["message"]
+
+
+def test_classification_gate_takes_the_best_constant_when_the_training_majority_is_rarer():
+    # RTE-like: class 1 is the training majority but only 44 % of validation; a teacher at 54 %
+    # is within noise of always predicting class 0 (56 %), though far above class 1's 44 %
+    labels = [1] * 44 + [0] * 56
+    train_labels = torch.tensor([1, 1, 0])
+    chance = [1] * 30 + [0] * 14 + [0] * 24 + [1] * 32  # 30 + 24 = 54 right
+    gate = teacher_gate(Oracle(2), val_set(chance, labels), train_labels, "RTE")
+    assert math.isclose(gate["value"], 0.54) and gate["baseline"] == 0.56 and not gate["passed"]
+    assert math.isclose(gate["margin"], 1.645 * math.sqrt(0.56 * 0.44 / 100))
+    assert "best constant prediction (always class 0" in gate["message"]
+    assert "training majority class gets 0.4400" in gate["message"]
 
 
 def test_cola_gate_is_matthews_above_zero():

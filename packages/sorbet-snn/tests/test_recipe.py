@@ -1,6 +1,8 @@
-"""Recipe options of the distillation: the loss terms, the S1 split (stage ablation) and the
-learning-rate / epochs selection on validation."""
+"""Recipe options of the distillation: the loss terms, the S1 split (stage ablation), the
+learning-rate / epochs selection on validation and a learning rate of its own for S3."""
 
+import json
+import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -101,3 +103,44 @@ def test_distill_config_grids_cross():
     assert settings.student_grid == ((1e-3, 1.0), (1e-3, 2.0), (1e-4, 1.0), (1e-4, 2.0))
     assert settings.student.distill_loss == "rep"
     assert _pipeline_settings(DistillConfig(data="."), False).student_grid == ()
+
+
+def test_s3_learning_rate_of_its_own_resumes_s1_s2_and_retrains_only_s3(tmp_path):
+    torch.manual_seed(0)
+    teacher = BertForSequenceClassification(tiny_bert_config()).eval()
+    train, val, dev = _data(16, 0), _data(8, 1), _data(8, 2)
+    quick = StageSettings(epochs=1, lr=1e-3, batch_size=8, eval_every=0, max_steps=2)
+    base = PipelineSettings(stages=("S1", "S2", "S3"), student=quick, teacher_gate=False)
+    run_pipeline(teacher, train, val, dev, "SST-2", tmp_path / "a", base, quiet=True,
+                 log=lambda _: None)  # fmt: skip
+    for stage in ("S1", "S2"):  # the S3 arm starts from the same S1 and S2
+        shutil.copytree(tmp_path / "a" / "stages" / stage, tmp_path / "b" / "stages" / stage)
+    arm = PipelineSettings(stages=("S1", "S2", "S3"), student=quick, teacher_gate=False,
+                           stage_lr={"S3": 1e-5}, student_grid=((1e-3, 1.0), (1e-4, 1.0)))  # fmt: skip
+    assert arm.stage_settings("S2").lr == 1e-3 and arm.stage_settings("S3").lr == 1e-5
+    assert [c.lr for c in arm.candidates("S3")] == [1e-5]  # its own rate, not the grid
+    assert [c.lr for c in arm.candidates("S2")] == [1e-3, 1e-4]
+    arm.student_grid = ()
+    lines: list[str] = []
+    res = run_pipeline(teacher, train, val, dev, "SST-2", tmp_path / "b", arm, quiet=True,
+                       log=lines.append)  # fmt: skip
+    assert any(line.startswith("S1: resumed") for line in lines)
+    assert any(line.startswith("S2: resumed") for line in lines)
+    assert not any(line.startswith("S3: resumed") for line in lines)
+    saved = json.loads((tmp_path / "b" / "stages" / "S3" / "stage.json").read_text())
+    assert saved["key"]["settings"]["lr"] == 1e-5
+    assert "selection" not in res["stages"]["S3"]
+    a3 = json.loads((tmp_path / "a" / "stages" / "S3" / "stage.json").read_text())
+    assert a3["key"]["settings"]["lr"] == 1e-3
+
+
+def test_distill_config_s3_lr():
+    from sorbet_snn.config import ConfigError, DistillConfig
+    from sorbet_snn.experiments import _pipeline_settings
+
+    assert _pipeline_settings(DistillConfig(data="."), False).stage_lr == {}
+    cfg = DistillConfig(data=".", lr=1e-3, s3_lr=1e-4, lr_grid=(1e-3, 3e-4))
+    settings = _pipeline_settings(cfg, False)
+    assert settings.stage_lr == {"S3": 1e-4} and settings.student.lr == 1e-3
+    with pytest.raises(ConfigError, match="s3_lr"):
+        DistillConfig(data=".", s3_lr=0.0)

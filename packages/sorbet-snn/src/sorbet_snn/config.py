@@ -113,6 +113,12 @@ class DistillConfig:
         3.0, "epochs of the teacher fine-tuning S0", low=0, low_open=True, high=10_000
     )
     lr: float = param(1e-4, "learning rate of S1-S3", low=0, low_open=True, high=10)
+    s3_lr: float | None = param(
+        None, "learning rate of S3 (+BSPN) alone: S3 trains this one rate for --epochs, outside "
+        "--lr-grid / --epochs-grid; S1 and S2 keep --lr, so their saved stages resume; auto: --lr "
+        "(or the grids)",
+        low=0, low_open=True, high=10, none="auto",
+    )  # fmt: skip
     teacher_lr: float | None = param(
         None, "learning rate of S0 (auto: 3e-5, or 1e-3 for a teacher folder named tiny)",
         low=0, low_open=True, high=10, none="auto",
@@ -144,9 +150,9 @@ class DistillConfig:
         low=0, low_open=True, high=10_000, none="off",
     )  # fmt: skip
     teacher_gate: bool = param(
-        True, "stop with one line when the teacher is not better than the majority class "
-        "(CoLA: Matthews 0; STS-B: correlation 0) on validation by 1.645 standard errors; "
-        "--no-teacher-gate distils anyway",
+        True, "stop with one line when the teacher is not better than the best constant "
+        "prediction (CoLA: Matthews 0; STS-B: correlation 0) on validation by 1.645 standard "
+        "errors; --no-teacher-gate distils anyway",
     )  # fmt: skip
     distill_loss: str = param(
         "logit_rep", "distillation loss of S1-S3: logits + hidden states (the official flags) or "

@@ -236,8 +236,11 @@ def teacher_gate(
     """Is ``model`` better than the trivial baseline on ``val``, by more than ``z`` standard errors of
     that baseline on ``n`` validation examples (a one-sided test at 5 % for the default z)?
 
-    - classification (not CoLA): accuracy against the majority class of ``train_labels``, standard
-      error ``sqrt(b (1 - b) / n)`` for a baseline accuracy ``b``;
+    - classification (not CoLA): accuracy against the best constant prediction on ``val``, the
+      larger of the majority class of ``train_labels`` and the most frequent class of ``val``
+      (on a near-balanced task such as RTE the training majority can be the validation minority,
+      so it alone would pass a teacher at chance); standard error ``sqrt(b (1 - b) / n)`` for a
+      baseline accuracy ``b``;
     - CoLA: Matthews correlation against 0 (the majority class's MCC), standard error ``1/sqrt(n)``;
     - STS-B (regression): the mean of Pearson and Spearman against 0 (a constant has no correlation),
       standard error ``1/sqrt(n)``.
@@ -255,10 +258,19 @@ def teacher_gate(
     else:
         metric, value = "accuracy", metrics["accuracy"]
         baseline = majority_baseline(train_labels, val, task)["accuracy"]
+        counts = torch.bincount(val["labels"].long())
+        best = float(counts.max()) / n
+        base_name = "the majority class"
+        if best > baseline:
+            base_name = (f"the best constant prediction (always class {int(counts.argmax())}, the "
+                         f"most frequent on validation; the training majority class gets "
+                         f"{baseline:.4f})")  # fmt: skip
+            baseline = best
         se = math.sqrt(max(baseline * (1 - baseline), 0.0) / n)
     margin = z * se
     passed = value > baseline + margin
-    base_name = "0 (a constant predictor)" if task in ("STS-B", "CoLA") else "the majority class"
+    if task in ("STS-B", "CoLA"):
+        base_name = "0 (a constant predictor)"
     message = (
         f"teacher gate: the {who}'s validation {metric} {value:.4f} is "
         f"{'above' if passed else 'not above'} {base_name} {baseline:.4f} by more than "
@@ -626,6 +638,9 @@ class PipelineSettings:
     split_s1: bool = False  # S1 as S1a (W1, FP activations) -> S1b (+ 4-bit) -> S1 (+ ReLU swaps)
     # recipe selection: (lr, epochs) candidates tried in each student stage, best on validation kept
     student_grid: tuple[tuple[float, float], ...] = ()
+    # a learning rate of its own for some student stages (e.g. {"S3": 1e-4}); the others use
+    # ``student.lr`` (a stage listed here trains that one rate, not the grid)
+    stage_lr: dict[str, float] = field(default_factory=dict)
     # mid-stage resume: save the stage's state every this many steps (0: only at a deadline)
     save_every: int = 0
     deadline: float | None = None  # time.time() at which a stage saves its state and stops
@@ -638,8 +653,20 @@ class PipelineSettings:
             plan[0:1] = ["S1a", "S1b", "S1"]
         return plan
 
-    def candidates(self) -> list[StageSettings]:
-        """The student settings tried in each stage (one unless ``student_grid``)."""
+    def stage_settings(self, stage: str) -> StageSettings:
+        """The settings of ``stage``: the teacher's for S0, else the student's with the stage's own
+        learning rate from ``stage_lr`` when it has one."""
+        if stage == "S0":
+            return self.teacher
+        if stage in self.stage_lr:
+            return replace(self.student, lr=float(self.stage_lr[stage]))
+        return self.student
+
+    def candidates(self, stage: str | None = None) -> list[StageSettings]:
+        """The student settings tried in ``stage`` (one unless ``student_grid``; one for a stage
+        with its own rate in ``stage_lr``)."""
+        if stage is not None and stage in self.stage_lr:
+            return [self.stage_settings(stage)]
         if not self.student_grid:
             return [self.student]
         return [
@@ -746,15 +773,15 @@ def run_pipeline(
     plan += settings.student_plan()
     keys = {}
     for stage in plan:  # check every saved stage before any work
-        stage_settings = settings.teacher if stage == "S0" else settings.student
+        stage_settings = settings.stage_settings(stage)
         keys[stage] = {**base_key, "stage": stage, "settings": asdict(stage_settings)}
-        if stage != "S0" and settings.student_grid:
+        if stage != "S0" and settings.student_grid and stage not in settings.stage_lr:
             keys[stage]["student_grid"] = [list(c) for c in settings.student_grid]
         if resume and not overwrite:
             _saved(out, stage, keys[stage])
     gated = False
     for index, stage in enumerate(plan):
-        stage_settings = settings.teacher if stage == "S0" else settings.student
+        stage_settings = settings.stage_settings(stage)
         stage_key = keys[stage]
         if stage != "S0" and not gated:  # the teacher of S1 must beat the trivial baseline
             gate = teacher_gate(previous, val, train["labels"], task,
@@ -850,7 +877,7 @@ def _distil_stage(
     base = "S1" if stage in S1_SPLIT else stage
     best: tuple[SorbetForSequenceClassification, dict[str, Any]] | None = None
     tried = []
-    candidates = settings.candidates()
+    candidates = settings.candidates(stage)
     for index, cand in enumerate(candidates):
         model, rep = convert_teacher(previous, base, **overrides)
         _place(model, settings.device)

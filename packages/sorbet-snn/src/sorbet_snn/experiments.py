@@ -284,6 +284,7 @@ def _pipeline_settings(cfg: DistillConfig, tiny: bool) -> Any:
         teacher_gate=cfg.teacher_gate,
         split_s1=cfg.split_s1,
         student_grid=grid,
+        stage_lr={} if cfg.s3_lr is None else {"S3": cfg.s3_lr},
         save_every=cfg.save_every,
     )
 
@@ -354,6 +355,8 @@ def run_distill(
     except FloatingPointError as exc:  # training diverged: no numbers to report
         stage = str(exc).split(":", 1)[0]
         name = "teacher_lr" if stage == "S0" else "lr"
+        if stage == "S3" and cfg.s3_lr is not None:
+            name = "s3_lr"
         raise ConfigError(
             name, f"{exc}: training diverged, nothing reported; lower {name}"
         ) from exc
