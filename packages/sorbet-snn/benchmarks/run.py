@@ -2127,16 +2127,17 @@ def render_s3_lr() -> list[str]:
         return out
     same = [bool(c["same_dev_as_g"]) and all(c["same_dev_as_g"].values()) for c in cells]
     teach = [100 * c["teacher_dev"]["main"] for c in cells]
-    out += ["| seed | teacher S0 | S2 | " + " | ".join(
+    out += ["| seed | majority class | teacher S0 | S2 | " + " | ".join(
         f"lr {name[r]}: S3 validation / S4 dev" for r in grid) + " | selected | gap S0 − S4, selected |",
-        "|---" * (5 + len(grid)) + "|"]  # fmt: skip
+        "|---" * (6 + len(grid)) + "|"]  # fmt: skip
     picks, gap_chosen, gap_first = _s3_lr_gaps(cells)
     dev = {r: [100 * c["arms"][r]["S4"]["dev"]["main"] for c in cells] for r in grid}
     val = {r: [100 * c["arms"][r]["S3"]["val"] for c in cells] for r in grid}
     chosen = [dev[p][i] for i, p in enumerate(picks)]
     for i, c in enumerate(cells):
         arms = " | ".join(f"{val[r][i]:.1f} / {dev[r][i]:.1f}" for r in grid)
-        out.append(f"| {c['seed']} | {teach[i]:.1f} | {100 * c['S2']['dev']['main']:.1f} | {arms} "
+        out.append(f"| {c['seed']} | {100 * c['majority_dev']['main']:.1f} | {teach[i]:.1f} | "
+                   f"{100 * c['S2']['dev']['main']:.1f} | {arms} "
                    f"| {name[picks[i]]} | {gap_chosen[i]:.1f} |")  # fmt: skip
     out.append("")
 
