@@ -33,12 +33,12 @@ glue_extra: CoLA (Matthews) and STS-B (Pearson/Spearman) columns of (a) through 
     results/length_gap_<study>.json.
 (j) s1_epochs: S1 of each finished (g) seed distilled again for 3 epochs instead of one, from the
     same teacher and validation split (checkpoints in --work, the (g) folder); paired with (g)'s S1.
-(l) rte_teacher: the RTE teacher of (h) (teacher only) at lr 1e-4 x 3 epochs and 3e-5 x 10
-    epochs, --seeds, against (h)'s teacher-only runs (3e-5 x 3); one JSON per run in
-    results/rte_teacher/.
 (k) s3_lr: each --seeds (g) seed trained again in --work (or resumed from it), then S3 distilled
     from the same S2 at lr 1e-3, 3e-4, 1e-4 and exported; the rate selected on validation; one
     JSON per seed in results/s3_lr/.
+(l) rte_teacher: the RTE teacher of (h) (teacher only) at lr 1e-4 x 3 epochs and 3e-5 x 10
+    epochs, --seeds, against (h)'s teacher-only runs (3e-5 x 3); one JSON per run in
+    results/rte_teacher/.
 
 Usage (from packages/sorbet-snn): python benchmarks/run.py [--only glue synthetic spike_speed
     recipe energy_accounts full_sst2 sst2_session glue_extra full_glue length_gap s1_epochs
@@ -531,10 +531,14 @@ def bench_s3_lr(data_root: Path, work: Path, seeds: list[int]) -> dict:
                 "S1": {k: st["S1"][k] for k in ("val", "dev")},
                 "S2": {k: st["S2"][k] for k in ("val", "dev")},
                 "same_dev_as_g": same, "arms": {}}  # fmt: skip
+
+        def save(cell: dict = cell, path: Path = path) -> None:
+            path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+
         cell["arms"][f"{S3_LR_GRID[0]:g}"] = _arm_record(
             st, base.get("energy"), base["val_curves"]["S3"], time.time() - start
         )
-        path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+        save()
         for lr in S3_LR_GRID[1:]:
             t0 = time.time()
             arm_out = work / f"seed{seed}" / f"s3_lr{lr:g}"
@@ -550,11 +554,11 @@ def bench_s3_lr(data_root: Path, work: Path, seeds: list[int]) -> dict:
                     raise SystemExit(f"s3_lr: seed {seed} lr {lr:g} did not resume {stage}")
             cell["arms"][f"{lr:g}"] = _arm_record(res.stages, res.energy,
                                                   _val_history(arm_out, "S3"), time.time() - t0)  # fmt: skip
-            path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+            save()
             print(f"s3_lr: seed {seed} lr {lr:g} S3 val {res.stages['S3']['val']:.4f} S4 dev "
                   f"{res.stages['S4']['dev']['main']:.4f}", flush=True)  # fmt: skip
         cell["wall_s"] = round(time.time() - start)
-        path.write_text(json.dumps(cell, indent=2, default=str) + "\n")
+        save()
         write_readme()
     return {"ran": f"seeds {' '.join(map(str, seeds))}"}
 
@@ -564,37 +568,37 @@ RTE_TEACHER_GRID = ((1e-4, 3.0), (3e-5, 10.0))  # (lr, epochs), fixed before the
 RTE_TEACHER_RESULTS = RESULTS / "rte_teacher"
 
 
-def _train_majority(folder: Path, recipe: dict, seed: int) -> tuple[Any, list[int], int]:
-    """The training split of a study seed, the validation indices it held out (``run_distill``'s
-    split) and the most frequent class of its training examples (the majority-class baseline)."""
+def _study_train(folder: Path, recipe: dict, seed: int) -> tuple[Any, list[int], int]:
+    """The training split of a study seed, the validation indices it held out and the most
+    frequent class of its training examples (``run_distill``'s split and majority class)."""
     from sorbet_snn.data import hold_out, load_glue
 
     train = load_glue(folder, "train")
     val_idx, train_idx = hold_out(len(train), recipe["val_size"], seed)
     if recipe.get("train_subset") is not None:
         train_idx = train_idx[: recipe["train_subset"]]
-    labels = [train.labels[i] for i in train_idx]
-    return train, val_idx, max(sorted(set(labels)), key=labels.count)
+    labels = torch.tensor([train.labels[i] for i in train_idx])
+    return train, val_idx, int(torch.bincount(labels).argmax())
 
 
 def _gate_record(folder: Path, recipe: dict, seed: int, val_acc: float) -> dict:
-    """The teacher gate of ``run_distill`` from a run's recorded validation accuracy (no checkpoint
-    needed): above the best constant prediction on the seed's held-out validation split by 1.645
-    standard errors of that baseline (``passed``), and the rule of 0.6.0 and before, against the
-    training majority class alone (``passed_training_majority``)."""
+    """The teacher gate of ``run_distill`` (``gate_report``) from a run's recorded validation
+    accuracy, no checkpoint needed (``passed``, against the best constant prediction), and the rule
+    of 0.6.0 and before, against the training majority class alone (``passed_training_majority``)."""
     import math
 
-    train, val_idx, major = _train_majority(folder, recipe, seed)
+    from sorbet_snn.distill import gate_report
+
+    train, val_idx, major = _study_train(folder, recipe, seed)
     labels = [train.labels[i] for i in val_idx]
     n = len(labels)
-
-    def above(b: float) -> bool:
-        return val_acc > b + 1.645 * math.sqrt(b * (1 - b) / n)
-
+    # the training labels enter the gate only through their majority class
+    report = gate_report({"accuracy": val_acc, "main": val_acc}, torch.tensor(labels),
+                         torch.tensor([major]), recipe["task"])  # fmt: skip
     b0 = labels.count(major) / n
-    best = max(labels.count(c) for c in set(labels)) / n
-    return {"majority_val": b0, "best_constant_val": max(b0, best), "passed": above(max(b0, best)),
-            "passed_training_majority": above(b0)}  # fmt: skip
+    return {"majority_val": b0, "best_constant_val": report["baseline"],
+            "passed": report["passed"],
+            "passed_training_majority": val_acc > b0 + 1.645 * math.sqrt(b0 * (1 - b0) / n)}  # fmt: skip
 
 
 def bench_rte_teacher(data_root: Path, work: Path, seeds: list[int]) -> dict:
@@ -801,22 +805,21 @@ def _length_bin(words: int) -> int:
     )
 
 
-def _study_splits(folder: Path, recipe: dict, seed: int) -> dict:
+def _study_splits(folder: Path, recipe: dict, seed: int) -> tuple[dict, int]:
     """The validation split a study seed held out of train (``hold_out``, the split of
-    ``run_distill``; checked against the recorded accuracies by the caller) and the dev split."""
-    from sorbet_snn.data import hold_out, load_glue
+    ``run_distill``; checked against the recorded accuracies by the caller) and the dev split, and
+    the majority class of the seed's training examples."""
+    from sorbet_snn.data import load_glue
 
-    train = load_glue(folder, "train")
-    val_idx, _ = hold_out(len(train), recipe["val_size"], seed)
-    return {"val": train.subset(val_idx), "dev": load_glue(folder, "dev")}
+    train, val_idx, major = _study_train(folder, recipe, seed)
+    return {"val": train.subset(val_idx), "dev": load_glue(folder, "dev")}, major
 
 
-def _study_majority(folder: Path, recipe: dict, seed: int, splits: dict, bins: dict,
+def _study_majority(seed: int, major: int, splits: dict, bins: dict,
                     cell: dict) -> dict[str, list[int]]:  # fmt: skip
-    """Per split and length bin of (i): how many examples the majority class of the seed's training
-    examples (``run_distill``'s split) gets right, the trivial baseline of every row; its accuracy
-    on the whole dev split must equal the one the run recorded."""
-    major = _train_majority(folder, recipe, seed)[2]
+    """Per split and length bin of (i): how many examples the majority class ``major`` of the
+    seed's training examples gets right, the trivial baseline of every row; its accuracy on the
+    whole dev split must equal the one the run recorded."""
     out = {}
     for name, sp in splits.items():
         right = [int(y == major) for y in sp.labels]
@@ -861,10 +864,10 @@ def bench_length_gap(data_root: Path, study: str, work: Path, resume: bool = Fal
         out["earlier_runs"] = [*old.get("earlier_runs", []), {k: old[k] for k in
                                ("invoked_as", "wall_time_s", "machine") if k in old}]  # fmt: skip
     for seed, cell in cells.items():
-        splits = _study_splits(folder, recipe, seed)
+        splits, major = _study_splits(folder, recipe, seed)
         bins = {name: [_length_bin(len(t.split())) for t in sp.text_a]
                 for name, sp in splits.items()}  # fmt: skip
-        majority = _study_majority(folder, recipe, seed, splits, bins, cell)
+        majority = _study_majority(seed, major, splits, bins, cell)
         if str(seed) in out["seeds"]:  # kept; the baseline needs no checkpoint, so it is added
             print(f"length_gap: {study} seed {seed} kept", flush=True)
             out["seeds"][str(seed)]["majority"] = majority
@@ -1790,14 +1793,11 @@ def _s3_lr_note() -> tuple[str, str]:
     cells, _ = _s3_lr_cells()
     if len(cells) < 2:
         return "", ""
-    chosen = [c["arms"][_s3_pick(c)]["S4"]["dev"]["main"] for c in cells]
-    mean, lo, hi = _interval([100 * (c["teacher_dev"]["main"] - x) for c, x in zip(cells, chosen)])
-    picks = ", ".join(_lr_text(float(_s3_pick(c))) for c in cells)
-    base = f"{cells[0]['grid'][0]:g}"
-    m1, l1, h1 = _interval([100 * (c["teacher_dev"]["main"] - c["arms"][base]["S4"]["dev"]["main"])
-                            for c in cells])  # fmt: skip
-    return (f"; S3 at the learning rate selected on validation ({picks}; (k)): gap {mean:.1f} "
-            f"[{lo:.1f}, {hi:.1f}] (at lr {_lr_text(float(base))} in the same runs: {m1:.1f} "
+    picks, chosen, first = _s3_lr_gaps(cells)
+    (mean, lo, hi), (m1, l1, h1) = _interval(chosen), _interval(first)
+    rates = ", ".join(_lr_text(float(p)) for p in picks)
+    return (f"; S3 at the learning rate selected on validation ({rates}; (k)): gap {mean:.1f} "
+            f"[{lo:.1f}, {hi:.1f}] (at lr {_lr_text(cells[0]['grid'][0])} in the same runs: {m1:.1f} "
             f"[{l1:.1f}, {h1:.1f}])", f"; with (k)'s S3 rate: {_within_3(lo, hi)}")  # fmt: skip
 
 
@@ -1805,24 +1805,18 @@ def _rte_teacher_note() -> tuple[str, bool | None]:
     """(l)'s evidence for the RTE row of the glance table (per teacher arm, (h)'s first, the dev
     accuracy and how many seeds pass today's teacher gate), and whether any RTE teacher passes
     it (None before (l) has run)."""
-    path = RTE_TEACHER_RESULTS / "h-gates.json"
-    if not path.is_file():
+    arms = _rte_teacher_arms()
+    if not arms:
         return "", None
-    h = FULL_GLUE["RTE"]
-    gates = json.loads(path.read_text())
-    arms: dict[tuple[float, float], list[bool]] = {
-        (h["teacher_lr"], h["teacher_epochs"]): [g["passed"] for g in gates.values()]
-    }
-    devs: dict[tuple[float, float], list[float]] = {}
-    for f in sorted(RTE_TEACHER_RESULTS.glob("lr*-seed*.json")):
-        c = json.loads(f.read_text())
-        arms.setdefault((c["lr"], c["epochs"]), []).append(c["gate"]["passed"])
-        devs.setdefault((c["lr"], c["epochs"]), []).append(100 * c["teacher_dev"]["main"])
+    first = next(iter(arms))  # (h)'s dev is in the row already
     text = "".join(f"; teacher at lr {_lr_text(lr)} × {ep:g} epochs"
-                   + (f": dev {_fmt(devs[(lr, ep)])}" if (lr, ep) in devs else "")
-                   + f", teacher gate passed in {sum(ok)} of {len(ok)} seeds"
-                   for (lr, ep), ok in arms.items())  # fmt: skip
-    return text + " ((l))", any(any(ok) for ok in arms.values())
+                   + (f": dev {_fmt([100 * c['teacher_dev']['main'] for c in runs.values()])}"
+                      if (lr, ep) != first else "")
+                   + f", teacher gate passed in {sum(c['gate']['passed'] for c in runs.values())} "
+                   f"of {len(runs)} seeds"
+                   for (lr, ep), runs in arms.items())  # fmt: skip
+    passes = any(c["gate"]["passed"] for runs in arms.values() for c in runs.values())
+    return text + " ((l))", passes
 
 
 def _length_note(study: str) -> str:
@@ -2093,6 +2087,18 @@ def _s3_pick(cell: dict) -> str:
     return max(rates, key=lambda r: (cell["arms"][r]["S3"]["val"], -rates.index(r)))
 
 
+def _s3_lr_gaps(cells: list[dict]) -> tuple[list[str], list[float], list[float]]:
+    """Per (k) seed: the rate selected on validation, and the gap teacher − S4 (dev points) at it
+    and at the grid's first rate, (g)'s."""
+    picks = [_s3_pick(c) for c in cells]
+    teach = [100 * c["teacher_dev"]["main"] for c in cells]
+
+    def gaps(rates: list[str]) -> list[float]:
+        return [t - 100 * c["arms"][r]["S4"]["dev"]["main"] for t, c, r in zip(teach, cells, rates)]
+
+    return picks, gaps(picks), gaps([f"{c['grid'][0]:g}" for c in cells])
+
+
 def _largest_fall(curve: list) -> float:
     """The largest fall (points) of validation accuracy from one check to the next."""
     vals = [100 * v for _, v in curve]
@@ -2121,17 +2127,18 @@ def render_s3_lr() -> list[str]:
         return out
     same = [bool(c["same_dev_as_g"]) and all(c["same_dev_as_g"].values()) for c in cells]
     teach = [100 * c["teacher_dev"]["main"] for c in cells]
-    out += ["| seed | teacher S0 | S2 | " + " | ".join(
+    out += ["| seed | majority class | teacher S0 | S2 | " + " | ".join(
         f"lr {name[r]}: S3 validation / S4 dev" for r in grid) + " | selected | gap S0 − S4, selected |",
-        "|---" * (5 + len(grid)) + "|"]  # fmt: skip
-    picks = [_s3_pick(c) for c in cells]
+        "|---" * (6 + len(grid)) + "|"]  # fmt: skip
+    picks, gap_chosen, gap_first = _s3_lr_gaps(cells)
     dev = {r: [100 * c["arms"][r]["S4"]["dev"]["main"] for c in cells] for r in grid}
     val = {r: [100 * c["arms"][r]["S3"]["val"] for c in cells] for r in grid}
     chosen = [dev[p][i] for i, p in enumerate(picks)]
     for i, c in enumerate(cells):
         arms = " | ".join(f"{val[r][i]:.1f} / {dev[r][i]:.1f}" for r in grid)
-        out.append(f"| {c['seed']} | {teach[i]:.1f} | {100 * c['S2']['dev']['main']:.1f} | {arms} "
-                   f"| {name[picks[i]]} | {teach[i] - chosen[i]:.1f} |")  # fmt: skip
+        out.append(f"| {c['seed']} | {100 * c['majority_dev']['main']:.1f} | {teach[i]:.1f} | "
+                   f"{100 * c['S2']['dev']['main']:.1f} | {arms} "
+                   f"| {name[picks[i]]} | {gap_chosen[i]:.1f} |")  # fmt: skip
     out.append("")
 
     def iv(diffs: list[float]) -> str:
@@ -2167,8 +2174,7 @@ def render_s3_lr() -> list[str]:
                  f"{name[base]}: "
                  f"{iv([a - b for a, b in zip(chosen, dev[base])])}.")  # fmt: skip
     if len(cells) > 1:
-        mean, lo, hi = _interval([t - c for t, c in zip(teach, chosen)])
-        m1, l1, h1 = _interval([t - d for t, d in zip(teach, dev[base])])
+        (mean, lo, hi), (m1, l1, h1) = _interval(gap_chosen), _interval(gap_first)
         lines.append(f"Target (spiking student within 3 points of its teacher, the rule of (g)) "
                      f"with the rate selected on validation: gap teacher − S4 {mean:.1f} points, "
                      f"95 % t interval [{lo:.1f}, {hi:.1f}] over {len(cells)} seeds: "
@@ -2188,23 +2194,32 @@ def render_s3_lr() -> list[str]:
     return [*out, "\n\n".join(line.strip() for line in lines) + "\n"]
 
 
-def render_rte_teacher() -> list[str]:
-    """(l): the RTE teacher at other (lr, epochs) against (h)'s teacher-only runs, paired per
-    seed, with the teacher gate of each run."""
+def _rte_teacher_arms() -> dict[tuple[float, float], dict[int, dict]]:
+    """(l)'s runs by (lr, epochs) and seed, (h)'s teacher-only runs first with the gate (l)
+    computed for them; empty before (l) has run."""
     base = {c["seed"]: c for c in _full_glue_cells().get(("RTE", None, True), [])}
     path = RTE_TEACHER_RESULTS / "h-gates.json"
     if not base or not path.is_file():
-        return []
+        return {}
     gates = json.loads(path.read_text())
-    cells: dict[tuple[float, float], dict[int, dict]] = {}
-    for f in sorted(RTE_TEACHER_RESULTS.glob("lr*-seed*.json")):
-        c = json.loads(f.read_text())
-        cells.setdefault((c["lr"], c["epochs"]), {})[c["seed"]] = c
-    if not cells:
-        return []
     h = FULL_GLUE["RTE"]
     arms = {(h["teacher_lr"], h["teacher_epochs"]): {s: {**c, "gate": gates[str(s)]}
-                                                     for s, c in base.items()}, **cells}  # fmt: skip
+                                                     for s, c in base.items()}}  # fmt: skip
+    for f in sorted(RTE_TEACHER_RESULTS.glob("lr*-seed*.json")):
+        c = json.loads(f.read_text())
+        arms.setdefault((c["lr"], c["epochs"]), {})[c["seed"]] = c
+    return arms
+
+
+def render_rte_teacher() -> list[str]:
+    """(l): the RTE teacher at other (lr, epochs) against (h)'s teacher-only runs, paired per
+    seed, with the teacher gate of each run."""
+    arms = _rte_teacher_arms()
+    if len(arms) < 2:
+        return []
+    h = FULL_GLUE["RTE"]
+    base = arms[(h["teacher_lr"], h["teacher_epochs"])]
+    cells = dict(list(arms.items())[1:])  # (l)'s own arms
     out = ["**(l) The RTE teacher at other learning rates and epochs** (`python benchmarks/run.py "
            "--only rte_teacher --seeds S --work WORK`: the (h) RTE teacher run, teacher only, at "
            "each (lr, epochs); the first row is (h)'s teacher-only runs; checkpoint every 50 steps "

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from sorbet_snn.distill import teacher_gate
+from sorbet_snn.distill import gate_report, teacher_gate
 from torch import nn
 
 
@@ -60,6 +60,11 @@ def test_classification_gate_takes_the_best_constant_when_the_training_majority_
     assert math.isclose(gate["margin"], 1.645 * math.sqrt(0.56 * 0.44 / 100))
     assert "best constant prediction (always class 0" in gate["message"]
     assert "training majority class gets 0.4400" in gate["message"]
+    # the same decision from recorded metrics, without the model (how a benchmark re-checks a run)
+    again = gate_report({"accuracy": 0.54, "main": 0.54}, torch.tensor(labels), train_labels, "RTE")
+    assert {k: again[k] for k in ("baseline", "passed", "n")} == {"baseline": 0.56, "passed": False,
+                                                                   "n": 100}  # fmt: skip
+    assert math.isclose(again["margin"], gate["margin"]) and again["message"] == gate["message"]
 
 
 def test_cola_gate_is_matthews_above_zero():

@@ -246,9 +246,23 @@ def teacher_gate(
       standard error ``1/sqrt(n)``.
 
     Returns a dict with ``metric``, ``value``, ``baseline``, ``margin``, ``n``, ``passed`` and a
-    one-line ``message``."""
+    one-line ``message`` (:func:`gate_report` on the model's validation metrics)."""
     metrics, _ = evaluate(model, val, task)
-    n = int(val["labels"].shape[0])
+    return gate_report(metrics, val["labels"], train_labels, task, z=z, who=who)
+
+
+def gate_report(
+    metrics: dict[str, float],
+    val_labels: Tensor,
+    train_labels: Tensor,
+    task: str,
+    *,
+    z: float = 1.645,
+    who: str = "teacher",
+) -> dict[str, Any]:
+    """The decision of :func:`teacher_gate` from validation ``metrics`` already measured (those of
+    :func:`metrics_for`), so a recorded run can be checked again without its model."""
+    n = int(val_labels.shape[0])
     if task == "STS-B":
         metric, value, baseline = "Pearson/Spearman mean", metrics["main"], 0.0
         se = 1 / math.sqrt(n)
@@ -257,8 +271,8 @@ def teacher_gate(
         se = 1 / math.sqrt(n)
     else:
         metric, value = "accuracy", metrics["accuracy"]
-        baseline = majority_baseline(train_labels, val, task)["accuracy"]
-        counts = torch.bincount(val["labels"].long())
+        baseline = majority_baseline(train_labels, {"labels": val_labels}, task)["accuracy"]
+        counts = torch.bincount(val_labels.long())
         best = float(counts.max()) / n
         base_name = "the majority class"
         if best > baseline:
