@@ -521,10 +521,17 @@ def _s3_grid_seed(recipe: dict, folder: Path, work: Path, seed: int, path: Path,
     start = time.time()
     base = _run_seed(recipe, folder, work, seed, lambda what: None, lambda: None)
     st = base["stages"]
-    cell = {"seed": seed, "grid": list(S3_LR_GRID), "recipe": recipe,
-            "teacher_dev": base["teacher_dev"], "majority_dev": base["majority_dev"],
-            "S1": {k: st["S1"][k] for k in ("val", "dev")},
-            "S2": {k: st["S2"][k] for k in ("val", "dev")}, "arms": {}}  # fmt: skip
+    cell = {
+        "seed": seed,
+        "grid": list(S3_LR_GRID),
+        "recipe": recipe,
+        "teacher_dev": base["teacher_dev"],
+        "majority_dev": base["majority_dev"],
+        "S1": {k: st["S1"][k] for k in ("val", "dev")},
+        "S2": {k: st["S2"][k] for k in ("val", "dev")},
+        "arms": {},
+        "teacher_head_seeded": True,
+    }  # 0.8.0 on: a rerun of the seed makes the same teacher
     if recorded is not None:
         cell["same_dev_as_g"] = {k: recorded[k]["dev"]["main"] == st[k]["dev"]["main"]
                                  for k in st if k in recorded}  # fmt: skip
@@ -730,6 +737,49 @@ def bench_encodings(data_root: Path, work: Path) -> dict:
         runs.append(run)
     return {"source": "results/s3_lr (the S3 of the rate (k) selected on validation)",
             "constants_pJ": dataclasses.asdict(EnergyConstants()), "runs": runs}  # fmt: skip
+
+
+# (o): is a run reproducible? The (g) teacher of seed 0 trained twice, each in a fresh process
+RERUN_STEPS = 20
+RERUN_CODE = """
+import hashlib, json, os, sys, tempfile
+import torch
+from sorbet_snn import DistillConfig, run_distill
+from safetensors.torch import load_file
+torch.set_num_threads(1)
+r = json.loads(sys.argv[1])
+out = tempfile.mkdtemp()
+cfg = DistillConfig(data=r["data"], teacher="minilm", stages=("S0",), finetune_teacher="always",
+                    teacher_epochs=r["teacher_epochs"], teacher_lr=r["teacher_lr"],
+                    val_size=r["val_size"], max_len=r["max_len"], batch_size=r["batch_size"],
+                    eval_every=0, seed=0, train_subset=r["train_subset"], max_steps=r["steps"])
+res = run_distill(cfg, out, log=lambda _: None)
+w = load_file(os.path.join(out, "stages", "S0", "model.safetensors"))
+sha = hashlib.sha256(b"".join(w[k].numpy().tobytes() for k in sorted(w))).hexdigest()
+print(json.dumps({"initial_seed": torch.initial_seed(), "sha256": sha,
+                  "val": res.stages["S0"]["val"], "dev": res.stages["S0"]["dev"]["main"]}))
+"""
+
+
+def bench_rerun(data_root: Path) -> dict:
+    """(o): (g)'s teacher of seed 0 trained for ``RERUN_STEPS`` steps in two fresh processes (torch
+    seeds its global generator from OS entropy in each): the SHA-256 of each run's saved weights
+    and its validation and dev accuracy; equal hashes mean the run is reproducible."""
+    import subprocess
+
+    recipe = {**{k: SST2_SESSION[k] for k in ("teacher_epochs", "teacher_lr", "val_size",
+                                              "max_len", "batch_size", "train_subset")},
+              "data": str(data_root / "glue" / "SST-2"), "steps": RERUN_STEPS}  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", RERUN_CODE, json.dumps(recipe)], env=env,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if done.returncode != 0:
+            raise SystemExit(f"rerun: a run failed:\n{done.stderr[-2000:]}")
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {"steps": RERUN_STEPS, "recipe": recipe | {"data": "DATA/glue/SST-2"}, "runs": runs,
+            "identical": runs[0]["sha256"] == runs[1]["sha256"]}  # fmt: skip
 
 
 GLUE_EXTRA = {  # (a)'s CoLA and STS-B columns through the generic GLUE loader: the (g) recipe
@@ -2312,8 +2362,26 @@ def render_s3_lr() -> list[str]:
                      f"made the dev accuracies (g) recorded at every stage in {sum(same)} of "
                      f"{len(cells)} seed(s) (mean absolute difference to (g): teacher "
                      f"{statistics.mean(diffs['S0']):.1f}, S4 {statistics.mean(diffs['S4']):.1f} "
-                     "points), so (k) compares its arms within its own runs only.\n")  # fmt: skip
-    return [*out, "\n\n".join(line.strip() for line in lines) + "\n"]
+                     "points), so (k) compares its arms within its own runs only.")  # fmt: skip
+        lines.append(_rerun_note())
+    return [*out, "\n\n".join(line.strip() for line in lines if line) + "\n"]
+
+
+def _rerun_note() -> str:
+    """Why (k)'s rerun of (g) did not reproduce it, and (o)'s check of the fix."""
+    rerun = _load("rerun")
+    text = ("Cause, found after (k) and fixed in 0.8.0: the classifier a headless teacher "
+            "(all-MiniLM-L6-v2) gets was drawn from torch's global generator, which torch seeds "
+            "from OS entropy at start-up, so every run of the same seed started its teacher from "
+            "another head (`tests/test_recipe.py::test_a_headless_teachers_new_classifier_comes_"
+            "from_the_runs_seed` fails without the fix); the run's seed draws it now.")  # fmt: skip
+    if rerun:
+        r = rerun["runs"]
+        text += (f" With the fix, (g)'s seed-0 teacher trained for {rerun['steps']} steps in two "
+                 f"fresh processes (`--only rerun`, (o)) saved "
+                 f"{'identical' if rerun['identical'] else '**different**'} weights (dev "
+                 f"{100 * r[0]['dev']:.1f} and {100 * r[1]['dev']:.1f}).")  # fmt: skip
+    return text + "\n"
 
 
 def _levers_note() -> tuple[str, str]:
@@ -2369,6 +2437,11 @@ def render_levers() -> list[str]:
              f"{len(cells)} seeds: {_within_3(lo, hi)} (S3 at lr 1e-3 in the same runs: {m1:.1f} "
              f"[{l1:.1f}, {h1:.1f}]; S0 → S1 alone loses {s1[0]:.1f} [{s1[1]:.1f}, "
              f"{s1[2]:.1f}])."]  # fmt: skip
+    early = [str(c["seed"]) for c in cells if not c.get("teacher_head_seeded")]
+    if early:
+        lines.append(f"Seed(s) {', '.join(early)} ran before 0.8.0 drew the teacher's new "
+                     "classifier from the run's seed (see (k)): they are valid draws, but a rerun "
+                     "of the same seed starts from another teacher.")  # fmt: skip
     ses = _load("sst2_session")
     if ses:
         g_mean, g_lo, g_hi = _interval(_gaps(_session_cells(ses)[1]))
@@ -2732,6 +2805,7 @@ def main(argv: list[str] | None = None) -> int:
             "rte_teacher",
             "encodings",
             "levers",
+            "rerun",
         ],
         help="benchmarks to run (recipe: the S1 learning-rate / loss / stage-split study; "
         "full_sst2: the full-data study in sittings; sst2_session: 3 seeds on an SST-2 subset in "
@@ -2745,7 +2819,9 @@ def main(argv: list[str] | None = None) -> int:
         "teacher of (h) at lr 1e-4 x 3 epochs and 3e-5 x 10 epochs, --seeds, teacher only; "
         "encodings: the S3 (k) selected per seed, spiking with the offset and the bipolar code, "
         "on SST-2 dev, --work = (k)'s checkpoint folder; levers: the (g) recipe with S1 for 3 "
-        "epochs and S3 at the rate of (k)'s grid selected on validation, on seeds 3 4 5)",
+        "epochs and S3 at the rate of (k)'s grid selected on validation, on seeds 3 4 5; rerun: "
+        "(g)'s seed-0 teacher trained for a few steps in two fresh processes, to check that a run "
+        "reproduces)",
     )
     parser.add_argument("--tasks", nargs="+", default=list(FULL_GLUE), choices=list(FULL_GLUE),
                         help="full_glue: the tasks to run (default: all three)")  # fmt: skip
@@ -2829,6 +2905,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.data, args.work or HERE / "runs" / "rte_teacher", seeds),
                 "levers": lambda: bench_levers(args.data, args.work or HERE / "runs" / "levers",
                                                args.seeds or list(LEVERS_SEEDS)),
+                "rerun": lambda: bench_rerun(args.data),
                 "encodings": lambda: bench_encodings(args.data, args.work or SESSION_WORK)}  # fmt: skip
         for name in (
             "spike_speed",
@@ -2846,6 +2923,7 @@ def main(argv: list[str] | None = None) -> int:
             "rte_teacher",
             "encodings",
             "levers",
+            "rerun",
         ):
             if name not in args.only:
                 continue

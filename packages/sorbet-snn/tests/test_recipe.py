@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from sorbet_snn import convert_teacher
+from sorbet_snn import SorbetForSequenceClassification, convert_teacher
 from sorbet_snn.distill import (
     S1_SPLIT,
     PipelineSettings,
@@ -17,7 +17,7 @@ from sorbet_snn.distill import (
     run_pipeline,
     soft_cross_entropy,
 )
-from transformers import BertForSequenceClassification
+from transformers import BertForSequenceClassification, BertModel
 
 from .conftest import tiny_batch, tiny_bert_config
 
@@ -178,3 +178,25 @@ def test_distill_config_s1_epochs():
     assert settings.student.epochs == 1.0 and settings.stage_settings("S3").epochs == 1.0
     with pytest.raises(ConfigError, match="s1_epochs"):
         DistillConfig(data=".", s1_epochs=0.0)
+
+
+def test_a_headless_teachers_new_classifier_comes_from_the_runs_seed(tmp_path):
+    """The classifier a headless teacher gets is drawn from the run's seed, so a rerun of the same
+    seed makes the same teacher whatever torch's global generator holds (torch seeds it from OS
+    entropy at start-up)."""
+    torch.manual_seed(0)
+    teacher = BertModel(tiny_bert_config()).eval()
+    train, val, dev = _data(16, 0), _data(8, 1), _data(8, 2)
+    quick = StageSettings(epochs=1, lr=1e-3, batch_size=8, eval_every=0, max_steps=1, seed=3)
+    weights = []
+    for run, global_seed in enumerate((11, 12)):
+        torch.manual_seed(global_seed)
+        settings = PipelineSettings(stages=("S0",), teacher=quick, finetune_teacher="always",
+                                    teacher_gate=False)  # fmt: skip
+        run_pipeline(teacher, train, val, dev, "SST-2", tmp_path / str(run), settings, quiet=True,
+                     log=lambda _: None)  # fmt: skip
+        model = SorbetForSequenceClassification.from_pretrained(
+            str(tmp_path / str(run) / "stages" / "S0")
+        )
+        weights.append(model.classifier.weight.detach().clone())
+    assert torch.equal(weights[0], weights[1])

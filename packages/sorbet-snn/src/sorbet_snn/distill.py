@@ -788,6 +788,9 @@ def run_pipeline(
     do_s0 = "S0" in settings.stages and (
         settings.finetune_teacher == "always" or (settings.finetune_teacher == "auto" and headless)
     )
+    # the classifier of a headless teacher is new: draw it from the run's seed, not from torch's
+    # global generator (seeded from OS entropy at start-up, so a rerun would differ)
+    torch.manual_seed(settings.teacher.seed)
     current, report = convert_teacher(teacher, "fp")
     _place(current, settings.device)
     if headless:
@@ -904,6 +907,7 @@ def _distil_stage(
     tried = []
     candidates = settings.candidates(stage)
     for index, cand in enumerate(candidates):
+        torch.manual_seed(cand.seed)  # any tensor new to the stage is drawn from the run's seed
         model, rep = convert_teacher(previous, base, **overrides)
         _place(model, settings.device)
         if best is None:
