@@ -744,6 +744,7 @@ RERUN_STEPS = 20
 RERUN_CODE = """
 import hashlib, json, os, sys, tempfile
 import torch
+start_seed = torch.initial_seed()  # what torch drew from OS entropy for this process
 from sorbet_snn import DistillConfig, run_distill
 from safetensors.torch import load_file
 torch.set_num_threads(1)
@@ -756,7 +757,7 @@ cfg = DistillConfig(data=r["data"], teacher="minilm", stages=("S0",), finetune_t
 res = run_distill(cfg, out, log=lambda _: None)
 w = load_file(os.path.join(out, "stages", "S0", "model.safetensors"))
 sha = hashlib.sha256(b"".join(w[k].numpy().tobytes() for k in sorted(w))).hexdigest()
-print(json.dumps({"initial_seed": torch.initial_seed(), "sha256": sha,
+print(json.dumps({"start_seed": start_seed, "sha256": sha,
                   "val": res.stages["S0"]["val"], "dev": res.stages["S0"]["dev"]["main"]}))
 """
 
@@ -2380,7 +2381,8 @@ def _rerun_note() -> str:
         text += (f" With the fix, (g)'s seed-0 teacher trained for {rerun['steps']} steps in two "
                  f"fresh processes (`--only rerun`, (o)) saved "
                  f"{'identical' if rerun['identical'] else '**different**'} weights (dev "
-                 f"{100 * r[0]['dev']:.1f} and {100 * r[1]['dev']:.1f}).")  # fmt: skip
+                 f"{100 * r[0]['dev']:.1f} and {100 * r[1]['dev']:.1f}; torch's start-up seeds "
+                 f"{'differed' if r[0]['start_seed'] != r[1]['start_seed'] else 'were equal'}).")  # fmt: skip
     return text + "\n"
 
 
