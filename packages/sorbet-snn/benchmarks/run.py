@@ -1919,6 +1919,10 @@ def render_glance() -> list[str]:
             if len(done) > 1:
                 mean, lo, hi = _interval(_gaps(done))
                 gap = f", paired gap teacher − S4 {mean:.1f} [{lo:.1f}, {hi:.1f}]"
+            elif done:  # one seed: no interval, its numbers
+                c = done[0]
+                gap = (f" (seed {c['seed']}: teacher {_dev(c, 'S0'):.1f}, S4 {_dev(c, 'S4'):.1f}, "
+                       f"majority class {100 * c['majority_dev']['main']:.1f})")  # fmt: skip
             parts.append(f"{size}: {len(done)} of {len(cells)} seeds distilled"
                          + (f" (the teacher gate stopped {len(cells) - len(done)})"
                             if len(done) < len(cells) else "") + gap)  # fmt: skip
