@@ -2276,6 +2276,14 @@ def _s3_lr_gaps(cells: list[dict]) -> tuple[list[str], list[float], list[float]]
     return picks, gaps(picks), gaps([f"{c['grid'][0]:g}" for c in cells])
 
 
+def _arms_pending(pending: list[dict], name: dict[str, str]) -> list[str]:
+    """The line of a (k) / (n) table for seeds whose grid is not finished: the rates done."""
+    if not pending:
+        return []
+    return ["In progress: " + "; ".join(f"seed {c['seed']}: lr {', '.join(name[r] for r in c['arms'])} "
+                                        "done" for c in pending) + ".\n"]  # fmt: skip
+
+
 def _largest_fall(curve: list) -> float:
     """The largest fall (points) of validation accuracy from one check to the next."""
     vals = [100 * v for _, v in curve]
@@ -2296,10 +2304,7 @@ def render_s3_lr() -> list[str]:
            "`--s3-lr`) and exported as S4; checkpoint every 50 steps selected on the 500 "
            "held-out validation examples; rule fixed before the run: per seed the rate with the "
            "best S3 validation accuracy is selected (ties: the larger rate); dev accuracy %)\n"]  # fmt: skip
-    if pending:
-        out.append("In progress: " + "; ".join(
-            f"seed {c['seed']}: lr {', '.join(name[r] for r in c['arms'])} done"
-            for c in pending) + ".\n")  # fmt: skip
+    out += _arms_pending(pending, name)
     if not cells:
         return out
     same = [bool(c["same_dev_as_g"]) and all(c["same_dev_as_g"].values()) for c in cells]
@@ -2417,10 +2422,7 @@ def render_levers() -> list[str]:
            f"selected on validation by (k)'s rule (the lever of (k)); seeds 3, 4 and 5, which no "
            f"other study used, so the two levers, chosen on seeds 0–2, are tested on runs they "
            f"were not chosen on; fixed before the run; dev accuracy %)\n"]  # fmt: skip
-    if pending:
-        out.append("In progress: " + "; ".join(
-            f"seed {c['seed']}: lr {', '.join(name[r] for r in c['arms'])} done"
-            for c in pending) + ".\n")  # fmt: skip
+    out += _arms_pending(pending, name)
     if not cells:
         return out
     picks, gaps, gaps_first = _s3_lr_gaps(cells)
