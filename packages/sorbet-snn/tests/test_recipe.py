@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from sorbet_snn import convert_teacher
+from sorbet_snn import SorbetForSequenceClassification, convert_teacher
 from sorbet_snn.distill import (
     S1_SPLIT,
     PipelineSettings,
@@ -17,7 +17,7 @@ from sorbet_snn.distill import (
     run_pipeline,
     soft_cross_entropy,
 )
-from transformers import BertForSequenceClassification
+from transformers import BertForSequenceClassification, BertModel
 
 from .conftest import tiny_batch, tiny_bert_config
 
@@ -144,3 +144,59 @@ def test_distill_config_s3_lr():
     assert settings.stage_lr == {"S3": 1e-4} and settings.student.lr == 1e-3
     with pytest.raises(ConfigError, match="s3_lr"):
         DistillConfig(data=".", s3_lr=0.0)
+
+
+def test_s1_epochs_of_its_own_train_s1_longer_outside_the_grid(tmp_path):
+    torch.manual_seed(0)
+    teacher = BertForSequenceClassification(tiny_bert_config()).eval()
+    train, val, dev = _data(16, 0), _data(8, 1), _data(8, 2)
+    quick = StageSettings(epochs=1, lr=1e-3, batch_size=8, eval_every=0)
+    arm = PipelineSettings(stages=("S1", "S2"), student=quick, teacher_gate=False,
+                           stage_epochs={"S1": 3.0}, student_grid=((1e-3, 1.0), (1e-4, 1.0)))  # fmt: skip
+    assert arm.stage_settings("S1").epochs == 3.0 and arm.stage_settings("S2").epochs == 1.0
+    assert [(c.lr, c.epochs) for c in arm.candidates("S1")] == [(1e-3, 3.0)]  # not the grid
+    assert [c.lr for c in arm.candidates("S2")] == [1e-3, 1e-4]
+    arm.student_grid = ()
+    res = run_pipeline(teacher, train, val, dev, "SST-2", tmp_path / "b", arm, quiet=True,
+                       log=lambda _: None)  # fmt: skip
+    assert res["stages"]["S1"]["steps"] == 6 and res["stages"]["S2"]["steps"] == 2  # 16 / 8 a epoch
+    saved = json.loads((tmp_path / "b" / "stages" / "S1" / "stage.json").read_text())
+    assert saved["key"]["settings"]["epochs"] == 3.0
+    with pytest.raises(ValueError, match="other settings"):  # a saved S1 of 1 epoch is not reused
+        run_pipeline(teacher, train, val, dev, "SST-2", tmp_path / "b",
+                     PipelineSettings(stages=("S1",), student=quick, teacher_gate=False),
+                     resume=True, quiet=True, log=lambda _: None)  # fmt: skip
+
+
+def test_distill_config_s1_epochs():
+    from sorbet_snn.config import ConfigError, DistillConfig
+    from sorbet_snn.experiments import _pipeline_settings
+
+    assert _pipeline_settings(DistillConfig(data="."), False).stage_epochs == {}
+    settings = _pipeline_settings(DistillConfig(data=".", epochs=1.0, s1_epochs=3.0), False)
+    assert settings.stage_epochs == {"S1a": 3.0, "S1b": 3.0, "S1": 3.0}
+    assert settings.student.epochs == 1.0 and settings.stage_settings("S3").epochs == 1.0
+    with pytest.raises(ConfigError, match="s1_epochs"):
+        DistillConfig(data=".", s1_epochs=0.0)
+
+
+def test_a_headless_teachers_new_classifier_comes_from_the_runs_seed(tmp_path):
+    """The classifier a headless teacher gets is drawn from the run's seed, so a rerun of the same
+    seed makes the same teacher whatever torch's global generator holds (torch seeds it from OS
+    entropy at start-up)."""
+    torch.manual_seed(0)
+    teacher = BertModel(tiny_bert_config()).eval()
+    train, val, dev = _data(16, 0), _data(8, 1), _data(8, 2)
+    quick = StageSettings(epochs=1, lr=1e-3, batch_size=8, eval_every=0, max_steps=1, seed=3)
+    weights = []
+    for run, global_seed in enumerate((11, 12)):
+        torch.manual_seed(global_seed)
+        settings = PipelineSettings(stages=("S0",), teacher=quick, finetune_teacher="always",
+                                    teacher_gate=False)  # fmt: skip
+        run_pipeline(teacher, train, val, dev, "SST-2", tmp_path / str(run), settings, quiet=True,
+                     log=lambda _: None)  # fmt: skip
+        model = SorbetForSequenceClassification.from_pretrained(
+            str(tmp_path / str(run) / "stages" / "S0")
+        )
+        weights.append(model.classifier.weight.detach().clone())
+    assert torch.equal(weights[0], weights[1])

@@ -119,6 +119,12 @@ class DistillConfig:
         "(or the grids)",
         low=0, low_open=True, high=10, none="auto",
     )  # fmt: skip
+    s1_epochs: float | None = param(
+        None, "epochs of S1 (W1A4, where the student loses most of its accuracy) alone, at --lr, "
+        "outside --lr-grid / --epochs-grid (with --split-s1: of S1a, S1b and S1 each); auto: "
+        "--epochs (or the grids)",
+        low=0, low_open=True, high=10_000, none="auto",
+    )  # fmt: skip
     teacher_lr: float | None = param(
         None, "learning rate of S0 (auto: 3e-5, or 1e-3 for a teacher folder named tiny)",
         low=0, low_open=True, high=10, none="auto",

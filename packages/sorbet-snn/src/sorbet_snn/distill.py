@@ -655,6 +655,9 @@ class PipelineSettings:
     # a learning rate of its own for some student stages (e.g. {"S3": 1e-4}); the others use
     # ``student.lr`` (a stage listed here trains that one rate, not the grid)
     stage_lr: dict[str, float] = field(default_factory=dict)
+    # epochs of its own for some student stages (e.g. {"S1": 3.0}); the others use
+    # ``student.epochs`` (a stage listed here trains that one count, not the grid)
+    stage_epochs: dict[str, float] = field(default_factory=dict)
     # mid-stage resume: save the stage's state every this many steps (0: only at a deadline)
     save_every: int = 0
     deadline: float | None = None  # time.time() at which a stage saves its state and stops
@@ -667,19 +670,27 @@ class PipelineSettings:
             plan[0:1] = ["S1a", "S1b", "S1"]
         return plan
 
+    def own_settings(self, stage: str) -> bool:
+        """Whether ``stage`` has a learning rate or an epoch count of its own (and so trains that
+        one setting, outside ``student_grid``)."""
+        return stage in self.stage_lr or stage in self.stage_epochs
+
     def stage_settings(self, stage: str) -> StageSettings:
         """The settings of ``stage``: the teacher's for S0, else the student's with the stage's own
-        learning rate from ``stage_lr`` when it has one."""
+        learning rate (``stage_lr``) and epochs (``stage_epochs``) where it has them."""
         if stage == "S0":
             return self.teacher
+        settings = self.student
         if stage in self.stage_lr:
-            return replace(self.student, lr=float(self.stage_lr[stage]))
-        return self.student
+            settings = replace(settings, lr=float(self.stage_lr[stage]))
+        if stage in self.stage_epochs:
+            settings = replace(settings, epochs=float(self.stage_epochs[stage]))
+        return settings
 
     def candidates(self, stage: str | None = None) -> list[StageSettings]:
         """The student settings tried in ``stage`` (one unless ``student_grid``; one for a stage
-        with its own rate in ``stage_lr``)."""
-        if stage is not None and stage in self.stage_lr:
+        with settings of its own in ``stage_lr`` or ``stage_epochs``)."""
+        if stage is not None and self.own_settings(stage):
             return [self.stage_settings(stage)]
         if not self.student_grid:
             return [self.student]
@@ -777,6 +788,9 @@ def run_pipeline(
     do_s0 = "S0" in settings.stages and (
         settings.finetune_teacher == "always" or (settings.finetune_teacher == "auto" and headless)
     )
+    # the classifier of a headless teacher is new: draw it from the run's seed, not from torch's
+    # global generator (seeded from OS entropy at start-up, so a rerun would differ)
+    torch.manual_seed(settings.teacher.seed)
     current, report = convert_teacher(teacher, "fp")
     _place(current, settings.device)
     if headless:
@@ -789,7 +803,7 @@ def run_pipeline(
     for stage in plan:  # check every saved stage before any work
         stage_settings = settings.stage_settings(stage)
         keys[stage] = {**base_key, "stage": stage, "settings": asdict(stage_settings)}
-        if stage != "S0" and settings.student_grid and stage not in settings.stage_lr:
+        if stage != "S0" and settings.student_grid and not settings.own_settings(stage):
             keys[stage]["student_grid"] = [list(c) for c in settings.student_grid]
         if resume and not overwrite:
             _saved(out, stage, keys[stage])
@@ -893,6 +907,7 @@ def _distil_stage(
     tried = []
     candidates = settings.candidates(stage)
     for index, cand in enumerate(candidates):
+        torch.manual_seed(cand.seed)  # any tensor new to the stage is drawn from the run's seed
         model, rep = convert_teacher(previous, base, **overrides)
         _place(model, settings.device)
         if best is None:

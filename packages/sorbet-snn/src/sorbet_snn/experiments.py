@@ -259,7 +259,7 @@ class DistillResult:
 
 
 def _pipeline_settings(cfg: DistillConfig, tiny: bool) -> Any:
-    from .distill import PipelineSettings, StageSettings
+    from .distill import S1_SPLIT, PipelineSettings, StageSettings
 
     common: dict[str, Any] = {"batch_size": cfg.batch_size, "eval_every": cfg.eval_every,
               "max_steps": cfg.max_steps, "seed": cfg.seed}  # fmt: skip
@@ -285,6 +285,9 @@ def _pipeline_settings(cfg: DistillConfig, tiny: bool) -> Any:
         split_s1=cfg.split_s1,
         student_grid=grid,
         stage_lr={} if cfg.s3_lr is None else {"S3": cfg.s3_lr},
+        stage_epochs={}
+        if cfg.s1_epochs is None
+        else dict.fromkeys((*S1_SPLIT, "S1"), cfg.s1_epochs),
         save_every=cfg.save_every,
     )
 
