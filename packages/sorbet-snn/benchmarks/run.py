@@ -506,6 +506,14 @@ def _arm_record(stages: dict, energy: dict | None, curve: list, wall_s: float) -
     return rec
 
 
+def _s3_arm_out(work: Path, seed: int, rate: str) -> Path:
+    """The run folder of one S3 arm of ``_s3_grid_seed``: the seed's own student run for the first
+    rate of ``S3_LR_GRID``, ``work``/seed<S>/s3_lr<rate> for the others."""
+    if rate == f"{S3_LR_GRID[0]:g}":
+        return _stage_out(work, seed, "S3")
+    return work / f"seed{seed}" / f"s3_lr{rate}"
+
+
 def _s3_grid_seed(recipe: dict, folder: Path, work: Path, seed: int, path: Path,
                   label: str, recorded: dict | None = None) -> dict:  # fmt: skip
     """One seed of ``recipe`` trained in ``work`` (or resumed from it), then S3 distilled from the
@@ -545,7 +553,7 @@ def _s3_grid_seed(recipe: dict, folder: Path, work: Path, seed: int, path: Path,
     save()
     for lr in S3_LR_GRID[1:]:
         t0 = time.time()
-        arm_out = work / f"seed{seed}" / f"s3_lr{lr:g}"
+        arm_out = _s3_arm_out(work, seed, f"{lr:g}")
         for stage in ("S1", "S2"):  # the same S1 and S2 as the first arm
             dst = arm_out / "stages" / stage
             if not dst.is_dir():
@@ -680,8 +688,7 @@ ENCODINGS = ("offset", "bipolar")
 def _k_s3_folder(work: Path, cell: dict) -> tuple[str, Path]:
     """The S3 checkpoint of one (k) seed at the rate selected on validation, in (k)'s ``work``."""
     rate = _s3_pick(cell)
-    arm = "student" if rate == f"{cell['grid'][0]:g}" else f"s3_lr{rate}"
-    return rate, work / f"seed{cell['seed']}" / arm / "stages" / "S3"
+    return rate, _s3_arm_out(work, cell["seed"], rate) / "stages" / "S3"
 
 
 def bench_encodings(data_root: Path, work: Path) -> dict:
@@ -742,20 +749,20 @@ def bench_encodings(data_root: Path, work: Path) -> dict:
 # (o): is a run reproducible? The (g) teacher of seed 0 trained twice, each in a fresh process
 RERUN_STEPS = 20
 RERUN_CODE = """
-import hashlib, json, os, sys, tempfile
+import dataclasses, hashlib, json, os, sys, tempfile
+from pathlib import Path
 import torch
 start_seed = torch.initial_seed()  # what torch drew from OS entropy for this process
-from sorbet_snn import DistillConfig, run_distill
+sys.path.insert(0, sys.argv[1])  # this folder: the teacher run of (g) as run.py builds it
+import run
+from sorbet_snn import run_distill
 from safetensors.torch import load_file
 torch.set_num_threads(1)
-r = json.loads(sys.argv[1])
-out = tempfile.mkdtemp()
-cfg = DistillConfig(data=r["data"], teacher="minilm", stages=("S0",), finetune_teacher="always",
-                    teacher_epochs=r["teacher_epochs"], teacher_lr=r["teacher_lr"],
-                    val_size=r["val_size"], max_len=r["max_len"], batch_size=r["batch_size"],
-                    eval_every=0, seed=0, train_subset=r["train_subset"], max_steps=r["steps"])
+out = Path(tempfile.mkdtemp())
+cfg = run._study_config(run.SST2_SESSION, Path(sys.argv[2]), out, 0, None, False)
+cfg = dataclasses.replace(cfg, eval_every=0, max_steps=run.RERUN_STEPS)
 res = run_distill(cfg, out, log=lambda _: None)
-w = load_file(os.path.join(out, "stages", "S0", "model.safetensors"))
+w = load_file(out / "stages" / "S0" / "model.safetensors")
 sha = hashlib.sha256(b"".join(w[k].numpy().tobytes() for k in sorted(w))).hexdigest()
 print(json.dumps({"start_seed": start_seed, "sha256": sha,
                   "val": res.stages["S0"]["val"], "dev": res.stages["S0"]["dev"]["main"]}))
@@ -770,16 +777,17 @@ def bench_rerun(data_root: Path) -> dict:
 
     recipe = {**{k: SST2_SESSION[k] for k in ("teacher_epochs", "teacher_lr", "val_size",
                                               "max_len", "batch_size", "train_subset")},
-              "data": str(data_root / "glue" / "SST-2"), "steps": RERUN_STEPS}  # fmt: skip
+              "data": "DATA/glue/SST-2", "steps": RERUN_STEPS}  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     runs = []
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-c", RERUN_CODE, json.dumps(recipe)], env=env,
-                              capture_output=True, text=True, check=False)  # fmt: skip
+        done = subprocess.run([sys.executable, "-c", RERUN_CODE, str(HERE),
+                               str(data_root / "glue" / "SST-2")], env=env, capture_output=True,
+                              text=True, check=False)  # fmt: skip
         if done.returncode != 0:
             raise SystemExit(f"rerun: a run failed:\n{done.stderr[-2000:]}")
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    return {"steps": RERUN_STEPS, "recipe": recipe | {"data": "DATA/glue/SST-2"}, "runs": runs,
+    return {"steps": RERUN_STEPS, "recipe": recipe, "runs": runs,
             "identical": runs[0]["sha256"] == runs[1]["sha256"]}  # fmt: skip
 
 
